@@ -1,0 +1,182 @@
+/*
+ * coil.h — the public C API of coil, a ring/tree all-reduce library.
+ *
+ * The shape follows NCCL's: porting NCCL host code is `s/nccl/coil/`.
+ * Every function returns a coilResult_t; a failure also stores a readable
+ * message, retrieved with coilGetLastError(comm).
+ *
+ * Buffers are host memory. `coilStream_t` is reserved for device streams;
+ * pass NULL, and the call completes before it returns.
+ */
+#ifndef COIL_H_
+#define COIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COIL_MAJOR 0
+#define COIL_MINOR 1
+#define COIL_PATCH 0
+/// Version code as coilGetVersion reports it: major*10000 + minor*100 + patch.
+#define COIL_VERSION_CODE (COIL_MAJOR * 10000 + COIL_MINOR * 100 + COIL_PATCH)
+
+/// Opaque communicator handle.
+typedef struct coilComm* coilComm_t;
+
+/// Opaque stream handle. NULL means "host buffers, complete before return".
+typedef void* coilStream_t;
+
+#define COIL_UNIQUE_ID_BYTES 128
+/// Rendezvous token: the root's address and a 128-bit random secret.
+/// Produce it once (coilGetUniqueId) and hand the same bytes to every rank.
+typedef struct {
+  char internal[COIL_UNIQUE_ID_BYTES];
+} coilUniqueId;
+
+/// Result codes. Values match NCCL's ncclResult_t.
+typedef enum {
+  coilSuccess = 0,
+  coilUnhandledCudaError = 1,
+  coilSystemError = 2,
+  coilInternalError = 3,
+  coilInvalidArgument = 4,
+  coilInvalidUsage = 5,
+  coilRemoteError = 6,
+  coilInProgress = 7,
+  coilTimeout = 8,
+  coilNumResults = 9
+} coilResult_t;
+
+/// Element types. Values match NCCL's ncclDataType_t.
+typedef enum {
+  coilInt8 = 0,
+  coilChar = 0,
+  coilUint8 = 1,
+  coilInt32 = 2,
+  coilInt = 2,
+  coilUint32 = 3,
+  coilInt64 = 4,
+  coilUint64 = 5,
+  coilFloat16 = 6,
+  coilHalf = 6,
+  coilFloat32 = 7,
+  coilFloat = 7,
+  coilFloat64 = 8,
+  coilDouble = 8,
+  coilBfloat16 = 9,
+  coilNumTypes = 10
+} coilDataType_t;
+
+/// Reduction operators. Values match NCCL's ncclRedOp_t.
+/// coilAvg is the sum divided by the rank count (integers truncate).
+typedef enum {
+  coilSum = 0,
+  coilProd = 1,
+  coilMax = 2,
+  coilMin = 3,
+  coilAvg = 4,
+  coilNumOps = 5
+} coilRedOp_t;
+
+#define COIL_CONFIG_MAGIC 0xC0117C0Fu
+#define COIL_CONFIG_VERSION 1
+/// Communicator options. Always start from COIL_CONFIG_INITIALIZER, so the
+/// struct can grow without breaking the ABI (size, magic and version are
+/// checked). A field left at its "undefined" value takes the default.
+typedef struct {
+  size_t size;           ///< sizeof(coilConfig_t); set by the initializer
+  unsigned int magic;    ///< COIL_CONFIG_MAGIC
+  unsigned int version;  ///< COIL_CONFIG_VERSION
+  int blocking;          ///< 1 (default): init blocks; 0: init returns coilInProgress
+  int64_t timeoutMs;     ///< deadline of every wait; <=0: COIL_TIMEOUT_MS or 30 min
+  const char* commName;  ///< label used in log lines; may be NULL
+} coilConfig_t;
+
+#define COIL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define COIL_CONFIG_INITIALIZER                                                   \
+  {                                                                              \
+    sizeof(coilConfig_t), COIL_CONFIG_MAGIC, COIL_CONFIG_VERSION,                \
+        COIL_CONFIG_UNDEF_INT, 0, NULL                                           \
+  }
+
+/// Stores the library version (COIL_VERSION_CODE) in *version.
+coilResult_t coilGetVersion(int* version);
+
+/// Creates a rendezvous id. The calling process hosts the root of the
+/// rendezvous (a background thread) until every rank has joined.
+/// COIL_COMM_ID=host:port fixes the root's address; then only the process
+/// whose address matches hosts the root (the rank-0 process, by convention).
+coilResult_t coilGetUniqueId(coilUniqueId* uniqueId);
+
+/// Creates the communicator of rank `rank` (0 <= rank < nranks). Every rank
+/// must call it with the same id and nranks; it blocks until all have joined
+/// or the timeout passes.
+coilResult_t coilCommInitRank(coilComm_t* comm, int nranks, coilUniqueId commId, int rank);
+
+/// As coilCommInitRank, with options. config may be NULL (defaults).
+/// With config->blocking == 0 it returns coilInProgress at once; poll
+/// coilCommGetAsyncError until it says coilSuccess before using the comm.
+coilResult_t coilCommInitRankConfig(coilComm_t* comm, int nranks, coilUniqueId commId,
+                                    int rank, coilConfig_t* config);
+
+/// Creates `ndev` communicators in this process, one rank each, connected
+/// to each other (one thread per rank does the joining). devlist may be
+/// NULL; with host buffers it only has to hold ndev distinct values.
+coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist);
+
+/// Creates a communicator from the launcher's environment:
+///  - torchrun:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
+///  - Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, plus MASTER_ADDR/MASTER_PORT;
+///  - Slurm:     SLURM_PROCID, SLURM_NTASKS, plus MASTER_ADDR/MASTER_PORT.
+/// (COIL_COMM_ID=host:port may replace MASTER_ADDR/MASTER_PORT.)
+/// Rank 0 hosts the rendezvous root at that address. A missing variable
+/// gives coilInvalidUsage and a message naming it.
+coilResult_t coilCommInitFromEnv(coilComm_t* comm);
+
+/// Waits for outstanding work; the comm stays valid until destroyed.
+coilResult_t coilCommFinalize(coilComm_t comm);
+
+/// Frees the communicator and its resources. NULL is accepted.
+coilResult_t coilCommDestroy(coilComm_t comm);
+
+/// Marks the communicator failed and frees it. Safe to call from another
+/// thread while a collective blocks on `comm`: that call returns an error
+/// within 100 ms, and the free happens once it has returned. Peers see the
+/// connection close and fail with coilRemoteError.
+coilResult_t coilCommAbort(coilComm_t comm);
+
+/// Number of ranks in the communicator.
+coilResult_t coilCommCount(const coilComm_t comm, int* count);
+
+/// This communicator's rank.
+coilResult_t coilCommUserRank(const coilComm_t comm, int* rank);
+
+/// The communicator's sticky error: coilSuccess, coilInProgress during a
+/// non-blocking init, or the error that broke it (e.g. coilRemoteError).
+coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError);
+
+/// A static description of a result code.
+const char* coilGetErrorString(coilResult_t result);
+
+/// The message of the last failure: of `comm`, or of this thread's last
+/// call when comm is NULL (or was never created). Never NULL.
+const char* coilGetLastError(coilComm_t comm);
+
+/// Reduces `count` elements of `datatype` from every rank's sendbuff with
+/// `op`, and leaves the result in every rank's recvbuff. sendbuff ==
+/// recvbuff is in-place; partially overlapping buffers are rejected.
+/// count == 0 is a successful no-op. The result is bitwise identical on
+/// every rank and from run to run (same inputs, ranks and algorithm).
+coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           coilDataType_t datatype, coilRedOp_t op, coilComm_t comm,
+                           coilStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  // COIL_H_

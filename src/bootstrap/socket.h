@@ -1,0 +1,85 @@
+// Small, exception-based socket helpers shared by the bootstrap and the tcp
+// transport. All I/O is non-blocking underneath and every blocking helper
+// takes a Deadline (and an optional abort flag): no wait in coil is unbounded.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/deadline.h"
+
+namespace coil {
+
+/// An IPv4 or IPv6 address with port.
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+
+  /// Parses "host:port", "[v6]:port" or "a.b.c.d:port"; host names resolve.
+  /// Throws coilInvalidArgument naming `text` on failure.
+  static SocketAddress parse(const std::string& text);
+  /// The first IPv4 (else IPv6) address of interface `ifname` (port 0).
+  /// Throws coilInvalidUsage naming the interface if it has none.
+  static SocketAddress ofInterface(const std::string& ifname);
+  std::string toString() const;  // "1.2.3.4:5678" / "[::1]:5678"
+  uint16_t port() const;
+  void setPort(uint16_t port);
+  int family() const { return storage.ss_family; }
+};
+
+/// An owned file descriptor (closed on destruction).
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  ~Socket();
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset();  // closes
+  /// shutdown(SHUT_RDWR) without closing: a peer blocked on us sees EOF, a
+  /// thread of ours blocked in poll() wakes up.
+  void shutdownBoth() noexcept;
+
+  /// Listening socket bound to `addr` (port 0 picks one), non-blocking.
+  static Socket listen(const SocketAddress& addr, int backlog = 4096);
+  /// Connects to `addr`, retrying ECONNREFUSED until the deadline (the peer
+  /// may not be listening yet). Non-blocking, TCP_NODELAY set.
+  static Socket connect(const SocketAddress& addr, const Deadline& deadline,
+                        const std::atomic<bool>* abortFlag = nullptr);
+  /// Accepts one connection; waits until the deadline. TCP_NODELAY set.
+  Socket accept(const Deadline& deadline, const std::atomic<bool>* abortFlag = nullptr,
+                SocketAddress* peer = nullptr);
+
+  /// Sends/receives exactly n bytes, waiting with poll() up to the deadline.
+  /// EOF or reset → coilRemoteError (message includes `peerName`);
+  /// deadline → coilTimeout; abort flag → coilRemoteError("aborted").
+  void sendAll(const void* buf, size_t n, const Deadline& deadline,
+               const std::atomic<bool>* abortFlag = nullptr, const char* peerName = "peer");
+  void recvAll(void* buf, size_t n, const Deadline& deadline,
+               const std::atomic<bool>* abortFlag = nullptr, const char* peerName = "peer");
+
+  SocketAddress localAddress() const;
+  SocketAddress peerAddress() const;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Sends `sendBuf` on `to` while receiving `recvBuf` from `from` (both
+/// exactly), interleaved with poll() so that a ring of ranks all sending at
+/// once cannot deadlock on full socket buffers.
+void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from, void* recvBuf,
+                 size_t recvBytes, const Deadline& deadline, const std::atomic<bool>* abortFlag,
+                 const char* peerName);
+
+}  // namespace coil

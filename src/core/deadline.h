@@ -1,0 +1,76 @@
+// Deadlines and the one blocking-wait loop every coil wait goes through.
+//
+// Every wait in coil has a deadline (COIL_TIMEOUT_MS / coilConfig_t.timeoutMs)
+// and watches an abort flag, so coilCommAbort from another thread, a dead
+// peer or an expired deadline always ends it. Waiting spins briefly, then
+// sleeps on a futex in slices of at most kWaitSliceMs: with more ranks than
+// cores (CI runs 8 ranks on 2), pure spinning would starve the rank being
+// waited for.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace coil {
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+ public:
+  /// A deadline `ms` milliseconds from now (ms <= 0: effectively never).
+  static Deadline after(int64_t ms);
+  static Deadline never();
+  bool expired() const { return Clock::now() >= at_; }
+  /// Milliseconds left, clamped to [0, INT32_MAX].
+  int remainingMs() const;
+  Clock::time_point at() const { return at_; }
+  int64_t totalMs() const { return totalMs_; }
+
+ private:
+  Clock::time_point at_{};
+  int64_t totalMs_ = 0;
+};
+
+/// The longest a waiter sleeps before it re-checks abort flags and peers.
+inline constexpr int kWaitSliceMs = 10;
+
+/// Sleeps until *word may differ from `seen`, at most `ms` milliseconds.
+/// `word` may live in memory shared between processes. Spurious returns are
+/// allowed; callers re-check their condition.
+void futexWait(const std::atomic<uint32_t>* word, uint32_t seen, int ms);
+/// Wakes every thread sleeping in futexWait on `word`.
+void futexWakeAll(const std::atomic<uint32_t>* word);
+
+/// Waits until ready() is true. `word`/`waiters` are the futex word whose
+/// change signals progress and a counter of sleepers (the producer only
+/// issues a wake syscall when it is non-zero). Between sleeps it calls
+/// check(), which throws to end the wait (abort, dead peer); at the deadline
+/// it calls onTimeout(), which must throw.
+template <typename Ready, typename Check, typename OnTimeout>
+void waitUntil(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, Ready&& ready,
+               Check&& check, const Deadline& deadline, OnTimeout&& onTimeout) {
+  // Phase 1: spin. Cheap when the producer is running on another core.
+  for (int i = 0; i < 256; ++i) {
+    if (ready()) return;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  // Phase 2: sleep on the futex in short slices.
+  for (;;) {
+    uint32_t seen = word.load(std::memory_order_seq_cst);
+    if (ready()) return;
+    check();
+    if (deadline.expired()) onTimeout();
+    waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (!ready()) {
+      int ms = deadline.remainingMs();
+      futexWait(&word, seen, ms < kWaitSliceMs ? (ms > 0 ? ms : 1) : kWaitSliceMs);
+    }
+    waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+}  // namespace coil

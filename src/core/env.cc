@@ -1,0 +1,28 @@
+#include "core/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace coil::env {
+
+std::optional<std::string> get(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<int64_t> getInt(const char* name, int64_t minValue, int64_t maxValue) {
+  auto text = get(name);
+  if (!text) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text->c_str(), &end, 10);
+  if (errno != 0 || end == text->c_str() || *end != '\0' || v < minValue || v > maxValue)
+    fail(coilInvalidUsage, name, "='", *text, "' is not an integer in [", minValue, ", ", maxValue,
+         "]");
+  return v;
+}
+
+}  // namespace coil::env

@@ -1,0 +1,129 @@
+#include "transports/slot_fifo.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace coil::transport {
+
+void FifoControl::init(uint32_t count, uint32_t bytes) {
+  tail.store(0);
+  tailWaiters.store(0);
+  head.store(0);
+  headWaiters.store(0);
+  producerClosed.store(0);
+  consumerClosed.store(0);
+  producerPid = 0;
+  consumerPid = 0;
+  slotCount = count;
+  slotBytes = bytes;
+  std::memset(headers, 0, sizeof headers);
+}
+
+bool processGone(int32_t pid) {
+  if (pid <= 0 || pid == getpid()) return false;
+  return kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+namespace {
+
+// A throwing helper would tie this file to coil::Error; instead a small
+// exception-free protocol: the lambdas record the failure and we return.
+struct WaitAbandoned {
+  WaitFailure why;
+};
+
+}  // namespace
+
+void* SlotFifo::tryAcquire() {
+  uint32_t t = ctl_->tail.load(std::memory_order_relaxed);
+  uint32_t h = ctl_->head.load(std::memory_order_acquire);
+  if (t - h >= ctl_->slotCount) return nullptr;
+  return data_ + static_cast<size_t>(t % ctl_->slotCount) * ctl_->slotBytes;
+}
+
+void SlotFifo::publish(uint32_t bytes, uint64_t tag) {
+  uint32_t t = ctl_->tail.load(std::memory_order_relaxed);
+  SlotHeader& hdr = ctl_->headers[t % ctl_->slotCount];
+  hdr.bytes = bytes;
+  hdr.tag = tag;
+  ctl_->tail.store(t + 1, std::memory_order_seq_cst);
+  if (ctl_->tailWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&ctl_->tail);
+}
+
+bool SlotFifo::tryPeek(RecvSlot* out) {
+  uint32_t h = ctl_->head.load(std::memory_order_relaxed);
+  uint32_t t = ctl_->tail.load(std::memory_order_acquire);
+  if (h == t) return false;
+  uint32_t idx = h % ctl_->slotCount;
+  out->data = data_ + static_cast<size_t>(idx) * ctl_->slotBytes;
+  out->bytes = ctl_->headers[idx].bytes;
+  out->tag = ctl_->headers[idx].tag;
+  return true;
+}
+
+void SlotFifo::release() {
+  uint32_t h = ctl_->head.load(std::memory_order_relaxed);
+  ctl_->head.store(h + 1, std::memory_order_seq_cst);
+  if (ctl_->headWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&ctl_->head);
+}
+
+uint32_t SlotFifo::pending() const {
+  return ctl_->tail.load(std::memory_order_acquire) - ctl_->head.load(std::memory_order_acquire);
+}
+
+void* SlotFifo::acquire(const WaitWatch& watch, WaitFailure* why) {
+  void* slot = tryAcquire();
+  if (slot) return slot;
+  try {
+    waitUntil(
+        ctl_->head, ctl_->headWaiters, [&] { return (slot = tryAcquire()) != nullptr; },
+        [&] {
+          if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
+            throw WaitAbandoned{WaitFailure::Aborted};
+          if (ctl_->consumerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
+          if (processGone(ctl_->consumerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
+        },
+        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; });
+  } catch (const WaitAbandoned& w) {
+    *why = w.why;
+    return nullptr;
+  }
+  return slot;
+}
+
+bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
+  if (tryPeek(out)) return true;
+  try {
+    waitUntil(
+        ctl_->tail, ctl_->tailWaiters, [&] { return tryPeek(out); },
+        [&] {
+          if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
+            throw WaitAbandoned{WaitFailure::Aborted};
+          // Data published before the close is still delivered: tryPeek ran first.
+          if (ctl_->producerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
+          if (processGone(ctl_->producerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
+        },
+        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; });
+  } catch (const WaitAbandoned& w) {
+    *why = w.why;
+    return false;
+  }
+  return true;
+}
+
+void SlotFifo::closeProducer() {
+  ctl_->producerClosed.store(1, std::memory_order_seq_cst);
+  futexWakeAll(&ctl_->tail);
+  futexWakeAll(&ctl_->head);
+}
+
+void SlotFifo::closeConsumer() {
+  ctl_->consumerClosed.store(1, std::memory_order_seq_cst);
+  futexWakeAll(&ctl_->tail);
+  futexWakeAll(&ctl_->head);
+}
+
+}  // namespace coil::transport

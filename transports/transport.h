@@ -1,0 +1,99 @@
+// The transport interface: how coil moves bytes to one peer.
+//
+// A transport's whole job is to give each pair of connected ranks two
+// SlotFifos (slot_fifo.h), one per direction, and to report when the peer is
+// gone. Algorithms only ever see those FIFOs, through the executor in
+// src/algorithms; they never see sockets or segments. Transports never know
+// which collective is running.
+//
+// Rules every transport follows:
+//  - connect() is collective: every rank of the communicator calls it, in the
+//    same order for every registered transport, even with an empty peer list,
+//    so that bootstrap exchanges line up. It blocks (with ctx.deadline) until
+//    the connections are usable.
+//  - Every connection it accepts proves knowledge of the communicator's
+//    secret (src/bootstrap/auth.h) before any state is touched.
+//  - Data moves without the caller's help: shm because the peer writes our
+//    memory, tcp through a per-communicator proxy thread. A FIFO wait is all a
+//    collective ever does.
+//  - A failure (socket EOF/RST, dead process) closes the affected FIFOs so a
+//    blocked wait ends with PeerClosed/PeerDied, never hangs.
+//  - close() tells the peer this side is gone; it must be safe to call twice,
+//    from any thread, and must not block for long.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "transports/slot_fifo.h"
+
+namespace coil {
+class Bootstrap;
+}
+
+namespace coil::transport {
+
+/// What every rank publishes about itself at init (exchanged by allGather).
+struct PeerInfo {
+  uint64_t hostHash;  // same value <=> same host (boot id, hostname, net namespace)
+  int32_t pid;
+  int32_t rank;
+};
+
+/// Connection to one peer: both directions.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  /// FIFO this rank produces into; the transport delivers it to the peer.
+  virtual SlotFifo& sendFifo() = 0;
+  /// FIFO the transport fills with what the peer sent; this rank consumes.
+  virtual SlotFifo& recvFifo() = 0;
+  /// Tells the peer this side is gone (abort or error). Idempotent, thread-safe.
+  virtual void close() noexcept = 0;
+  /// Transport name for logs ("shm", "tcp").
+  virtual const char* transportName() const = 0;
+  /// Peer rank.
+  virtual int peer() const = 0;
+};
+
+/// Inputs to Transport::connect.
+struct SetupContext {
+  Bootstrap& bootstrap;
+  int rank;
+  int nranks;
+  const std::vector<PeerInfo>& peers;  // indexed by rank
+  Deadline deadline;
+  const std::atomic<bool>* abortFlag;
+  std::string commLabel;  // for names and logs (unique per communicator)
+};
+
+/// A transport kind. One instance per communicator (it owns shared state such
+/// as a proxy thread or a segment), created through the registry.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  /// Can this transport reach `peer` from `self`? (shm: same host only.)
+  virtual bool canReach(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  /// Collective: connects to each rank in `peerRanks`. Result[i] connects to
+  /// peerRanks[i]. Must be called by every rank (peer lists may be empty).
+  virtual std::vector<std::unique_ptr<Connection>> connect(SetupContext& ctx,
+                                                           const std::vector<int>& peerRanks) = 0;
+  /// Closes every connection and stops helper threads. Idempotent.
+  virtual void shutdown() noexcept = 0;
+};
+
+/// Registry: transports register a factory under a name; order of
+/// registration is the order of preference (shm before tcp).
+using TransportFactory = std::function<std::unique_ptr<Transport>()>;
+void registerTransport(const std::string& name, int preference, TransportFactory factory);
+/// Names in order of preference.
+std::vector<std::string> registeredTransports();
+std::unique_ptr<Transport> createTransport(const std::string& name);
+
+}  // namespace coil::transport
