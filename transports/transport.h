@@ -53,6 +53,11 @@ class Connection {
   virtual SlotFifo& sendFifo() = 0;
   /// FIFO the transport fills with what the peer sent; this rank consumes.
   virtual SlotFifo& recvFifo() = 0;
+  /// Called by the executor after it published into sendFifo() or released a
+  /// slot of recvFifo(). Transports whose data is moved by a proxy thread
+  /// (tcp) wake it here; shm needs nothing (the peer reads our memory).
+  /// Must be cheap: no syscall unless the proxy is asleep.
+  virtual void kick() noexcept {}
   /// Tells the peer this side is gone (abort or error). Idempotent, thread-safe.
   virtual void close() noexcept = 0;
   /// Transport name for logs ("shm", "tcp").

@@ -26,6 +26,9 @@ class Error : public std::runtime_error {
 template <typename... Parts>
 [[noreturn]] void fail(coilResult_t code, const Parts&... parts);
 
+/// Static text for a result code (coilGetErrorString).
+const char* resultName(coilResult_t code);
+
 /// Throws coilSystemError naming `what` and errno's text.
 [[noreturn]] void failErrno(const std::string& what, int err);
 

@@ -1,0 +1,70 @@
+// FifoExecutor: runs an algorithm over real transport connections.
+//
+// Each primitive is cut into slices of at most `sliceBytes` (one FIFO slot).
+// For every slice it waits for the incoming slot and/or a free outgoing slot,
+// runs one kernel (reduce, copy, or reduce straight into the outgoing slot),
+// then releases/publishes. All waits go through SlotFifo with the call's
+// deadline and the communicator's abort flag; failures become coil::Error
+// naming the peer and the call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "algorithms/primitives.h"
+#include "coil.h"
+#include "reduce/reduce.h"
+#include "transports/transport.h"
+
+namespace coil::algo {
+
+/// Everything about the current call that the executor needs.
+struct CallData {
+  const void* input;
+  void* output;
+  size_t count;
+  coilDataType_t type;
+  coilRedOp_t op;
+  int rank;
+  int nranks;
+  uint64_t tag;             // fingerprint stamped on every slot (see fingerprint.h)
+  std::string description;  // "allreduce #12 (1024 x float32, sum)" for messages
+};
+
+class FifoExecutor final : public Primitives {
+ public:
+  /// `peers[r]` is the connection to rank r (nullptr for self). `sliceBytes`
+  /// must be the same on every rank (the communicator agrees on it at init).
+  FifoExecutor(const std::vector<transport::Connection*>& peers, size_t sliceBytes,
+               const transport::WaitWatch& watch, const CallData& call);
+
+  void send(int to, size_t offset, size_t count) override;
+  void recv(int from, size_t offset, size_t count) override;
+  void recvReduceSend(int from, int to, size_t offset, size_t count) override;
+  void recvReduceCopySend(int from, int to, size_t offset, size_t count) override;
+  void recvCopySend(int from, int to, size_t offset, size_t count) override;
+  void recvReduceCopy(int from, size_t offset, size_t count) override;
+  void copy(size_t offset, size_t count) override;
+
+ private:
+  const uint8_t* in(size_t elem) const { return static_cast<const uint8_t*>(call_.input) + elem * esize_; }
+  uint8_t* out(size_t elem) const { return static_cast<uint8_t*>(call_.output) + elem * esize_; }
+  /// Waits for the next slot from `from`; checks its size and fingerprint.
+  const void* waitIncoming(int from, size_t bytes);
+  void doneIncoming(int from);
+  void* waitOutgoing(int to);
+  void publishOutgoing(int to, size_t bytes);
+  [[noreturn]] void failWait(int peer, transport::WaitFailure why, const char* direction);
+  void finish(void* data, size_t count);  // coilAvg's division
+
+  const std::vector<transport::Connection*>& peers_;
+  size_t sliceElems_;
+  transport::WaitWatch watch_;
+  const CallData& call_;
+  size_t esize_;
+  reduce::ReduceFn reduceFn_;
+  reduce::DivideFn divideFn_;  // nullptr unless coilAvg
+};
+
+}  // namespace coil::algo

@@ -1,0 +1,40 @@
+// The fingerprint every slot carries, so mismatched programs fail loudly.
+//
+// If rank 3 calls all-reduce with a different count, dtype or op than rank 0,
+// or ranks issue collectives in a different order, the first slot that
+// crosses between them carries a fingerprint the receiver does not expect.
+// The receiver then fails the call with a message naming both calls instead
+// of reducing garbage or waiting forever.
+//
+//   bits 63..40  sequence number of the call on this communicator (24 bits)
+//   bits 39..36  collective kind
+//   bits 35..32  datatype
+//   bits 31..28  reduction op
+//   bits 27..0   hash of the element count (and root, where there is one)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "coil.h"
+
+namespace coil::algo {
+
+enum class CollKind : uint8_t { AllReduce = 1 };
+
+const char* collName(CollKind kind);
+
+struct Fingerprint {
+  uint32_t seq;
+  CollKind coll;
+  coilDataType_t type;
+  coilRedOp_t op;
+  uint64_t count;
+
+  uint64_t encode() const;
+};
+
+/// Human text for a mismatch between what arrived and what was expected.
+std::string explainMismatch(uint64_t got, uint64_t expected);
+
+}  // namespace coil::algo

@@ -1,0 +1,50 @@
+// The vocabulary every coil algorithm is written in.
+//
+// An algorithm is a per-rank program: a sequence of these calls. It never
+// sees a transport. Three executors run the same program:
+//   FifoExecutor  — moves real data through transport FIFOs (fifo_executor.h);
+//   TraceExecutor — records each call, for tests and coil-sim (trace_executor.h).
+//
+// Offsets and counts are in elements of the call's datatype and index the
+// caller's buffers: `input` (sendbuff) and `output` (recvbuff). "in" below is
+// the data arriving from `from`; ⊕ is the reduction operator. A call with
+// count 0 moves nothing (both ends skip it, so they stay in step).
+//
+//   send(to)                     to ← input[o]
+//   recv(from)                   output[o] ← in
+//   recvReduceSend(from,to)      to ← in ⊕ input[o]
+//   recvReduceCopySend(from,to)  r = fin(in ⊕ input[o]); output[o] ← r; to ← r
+//   recvCopySend(from,to)        output[o] ← in; to ← in
+//   recvReduceCopy(from)         output[o] ← fin(in ⊕ input[o])
+//   copy()                       output[o] ← fin(input[o])
+//
+// fin() finishes the reduction: for coilAvg it divides by nranks, otherwise
+// it is the identity. It is applied exactly once per element, on the rank
+// that completes it, so all ranks receive the same bits.
+#pragma once
+
+#include <cstddef>
+
+namespace coil::algo {
+
+class Primitives {
+ public:
+  virtual ~Primitives() = default;
+  virtual void send(int to, size_t offset, size_t count) = 0;
+  virtual void recv(int from, size_t offset, size_t count) = 0;
+  virtual void recvReduceSend(int from, int to, size_t offset, size_t count) = 0;
+  virtual void recvReduceCopySend(int from, int to, size_t offset, size_t count) = 0;
+  virtual void recvCopySend(int from, int to, size_t offset, size_t count) = 0;
+  virtual void recvReduceCopy(int from, size_t offset, size_t count) = 0;
+  virtual void copy(size_t offset, size_t count) = 0;
+};
+
+/// The shape of one call, as algorithms see it.
+struct CallShape {
+  int rank;
+  int nranks;
+  size_t count;       // elements
+  size_t chunkElems;  // most elements one primitive call may move (> 0)
+};
+
+}  // namespace coil::algo

@@ -1,0 +1,242 @@
+// Exported functions that create, query and destroy communicators.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "api/guard.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/launcher_env.h"
+#include "core/log.h"
+
+using coil::api::guarded;
+
+namespace coil::api {
+namespace {
+
+thread_local std::string tLastError;
+
+CommOptions optionsFrom(const coilConfig_t* config) {
+  CommOptions opts;
+  int64_t configured = 0;
+  if (config) {
+    if (config->size < sizeof(size_t) + 2 * sizeof(unsigned) || config->magic != COIL_CONFIG_MAGIC)
+      fail(coilInvalidArgument,
+           "config was not initialised with COIL_CONFIG_INITIALIZER (bad size or magic)");
+    if (config->version > COIL_CONFIG_VERSION)
+      fail(coilInvalidArgument, "config version ", config->version, " is newer than this coil (",
+           COIL_CONFIG_VERSION, ")");
+    configured = config->timeoutMs;
+    if (config->commName) opts.name = config->commName;
+  }
+  opts.timeoutMs = resolveTimeoutMs(configured);
+  return opts;
+}
+
+bool isBlocking(const coilConfig_t* config) {
+  return config == nullptr || config->blocking == COIL_CONFIG_UNDEF_INT || config->blocking != 0;
+}
+
+void checkRank(int nranks, int rank) {
+  if (nranks < 1) fail(coilInvalidArgument, "nranks must be >= 1 (got ", nranks, ")");
+  if (rank < 0 || rank >= nranks)
+    fail(coilInvalidArgument, "rank ", rank, " is out of range [0, ", nranks, ")");
+}
+
+// Runs the collective part of init; stores the outcome in the handle.
+void runInit(coilComm* h, UniqueIdData id, CommOptions opts) {
+  coilResult_t rc = guarded("coilCommInitRank", h, [&] {
+    h->impl = std::make_unique<Communicator>(id, h->nranks, h->rank, opts, &h->abortFlag);
+  });
+  h->initState.store(rc);
+}
+
+coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, int rank,
+                      const coilConfig_t* config) {
+  return guarded("coilCommInitRank", nullptr, [&] {
+    if (out == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
+    *out = nullptr;
+    checkRank(nranks, rank);
+    CommOptions opts = optionsFrom(config);
+    UniqueIdData id = decodeUniqueId(commId);
+    auto h = std::make_unique<coilComm>();
+    h->rank = rank;
+    h->nranks = nranks;
+    if (isBlocking(config)) {
+      runInit(h.get(), id, opts);
+      if (h->initState.load() != coilSuccess) {
+        std::string msg = h->lastError;
+        fail(h->initState.load(), msg.substr(msg.find(": ") + 2));
+      }
+    } else {
+      coilComm* raw = h.get();
+      h->initThread = std::thread([raw, id, opts] { runInit(raw, id, opts); });
+    }
+    *out = h.release();
+  });
+}
+
+}  // namespace
+
+void recordError(coilComm* comm, const std::string& message) {
+  tLastError = message;
+  COIL_INFO(kColl, message);
+  if (comm) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    comm->lastError = message;
+  }
+}
+
+const char* threadLastError() { return tLastError.c_str(); }
+
+Communicator& usable(coilComm* comm) {
+  if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+  coilResult_t state = comm->initState.load();
+  if (state == coilInProgress)
+    fail(coilInvalidUsage, "the communicator is still initialising (non-blocking init); poll "
+                           "coilCommGetAsyncError until it returns coilSuccess");
+  if (state != coilSuccess)
+    fail(coilInvalidUsage, "the communicator failed to initialise: ", comm->lastError);
+  return *comm->impl;
+}
+
+}  // namespace coil::api
+
+using namespace coil;
+
+extern "C" {
+
+coilResult_t coilGetVersion(int* version) {
+  return guarded("coilGetVersion", nullptr, [&] {
+    if (version == nullptr) fail(coilInvalidArgument, "version is NULL");
+    *version = COIL_VERSION_CODE;
+  });
+}
+
+coilResult_t coilGetUniqueId(coilUniqueId* uniqueId) {
+  return guarded("coilGetUniqueId", nullptr, [&] {
+    if (uniqueId == nullptr) fail(coilInvalidArgument, "uniqueId is NULL");
+    *uniqueId = encodeUniqueId(makeUniqueId());
+  });
+}
+
+coilResult_t coilCommInitRank(coilComm_t* comm, int nranks, coilUniqueId commId, int rank) {
+  return api::initRank(comm, nranks, commId, rank, nullptr);
+}
+
+coilResult_t coilCommInitRankConfig(coilComm_t* comm, int nranks, coilUniqueId commId, int rank,
+                                    coilConfig_t* config) {
+  return api::initRank(comm, nranks, commId, rank, config);
+}
+
+coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
+  return guarded("coilCommInitAll", nullptr, [&] {
+    if (comms == nullptr) fail(coilInvalidArgument, "comms is NULL");
+    if (ndev < 1) fail(coilInvalidArgument, "ndev must be >= 1 (got ", ndev, ")");
+    if (devlist)
+      for (int i = 0; i < ndev; ++i)
+        for (int j = 0; j < i; ++j)
+          if (devlist[i] == devlist[j])
+            fail(coilInvalidArgument, "devlist[", i, "] repeats device ", devlist[i]);
+    coilUniqueId id;
+    coilResult_t rc = coilGetUniqueId(&id);
+    if (rc != coilSuccess) fail(rc, api::threadLastError());
+    std::vector<coilResult_t> results(static_cast<size_t>(ndev), coilSuccess);
+    std::vector<std::string> errors(static_cast<size_t>(ndev));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ndev; ++r)
+      threads.emplace_back([&, r] {
+        results[r] = coilCommInitRank(&comms[r], ndev, id, r);
+        if (results[r] != coilSuccess) errors[r] = api::threadLastError();
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ndev; ++r) {
+      if (results[r] == coilSuccess) continue;
+      for (int k = 0; k < ndev; ++k) {
+        coilCommDestroy(comms[k]);
+        comms[k] = nullptr;
+      }
+      fail(results[r], "rank ", r, ": ", errors[r]);
+    }
+  });
+}
+
+coilResult_t coilCommInitFromEnv(coilComm_t* comm) {
+  LaunchInfo info;
+  coilResult_t rc = guarded("coilCommInitFromEnv", nullptr, [&] {
+    if (comm == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
+    info = readLauncherEnv();
+  });
+  if (rc != coilSuccess) return rc;
+  COIL_INFO(kInit, "launched by ", info.launcher, ": rank ", info.rank, " of ", info.nranks);
+  return api::initRank(comm, info.nranks, encodeUniqueId(info.id), info.rank, nullptr);
+}
+
+coilResult_t coilCommFinalize(coilComm_t comm) {
+  return guarded("coilCommFinalize", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    c.barrier();
+  });
+}
+
+// Shared by destroy and abort: wait for init and for calls still inside,
+// then free. With abort set, both end within ~10 ms (every wait polls it).
+static void releaseHandle(coilComm* comm) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  while (comm->inflight.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  delete comm;
+}
+
+coilResult_t coilCommDestroy(coilComm_t comm) {
+  if (comm == nullptr) return coilSuccess;
+  return guarded("coilCommDestroy", nullptr, [&] {
+    if (comm->initThread.joinable()) comm->abortFlag.store(true);  // stop a pending init
+    releaseHandle(comm);
+  });
+}
+
+coilResult_t coilCommAbort(coilComm_t comm) {
+  if (comm == nullptr) return coilSuccess;
+  return guarded("coilCommAbort", nullptr, [&] {
+    comm->abortFlag.store(true);
+    if (comm->initState.load() == coilSuccess) comm->impl->closeAll();
+    releaseHandle(comm);
+  });
+}
+
+coilResult_t coilCommCount(const coilComm_t comm, int* count) {
+  return guarded("coilCommCount", comm, [&] {
+    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    if (count == nullptr) fail(coilInvalidArgument, "count is NULL");
+    *count = comm->nranks;
+  });
+}
+
+coilResult_t coilCommUserRank(const coilComm_t comm, int* rank) {
+  return guarded("coilCommUserRank", comm, [&] {
+    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    if (rank == nullptr) fail(coilInvalidArgument, "rank is NULL");
+    *rank = comm->rank;
+  });
+}
+
+coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError) {
+  return guarded("coilCommGetAsyncError", comm, [&] {
+    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    if (asyncError == nullptr) fail(coilInvalidArgument, "asyncError is NULL");
+    coilResult_t state = comm->initState.load();
+    *asyncError = state == coilSuccess ? comm->impl->asyncError() : state;
+  });
+}
+
+const char* coilGetErrorString(coilResult_t result) { return resultName(result); }
+
+const char* coilGetLastError(coilComm_t comm) {
+  if (comm != nullptr) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (!comm->lastError.empty()) return comm->lastError.c_str();
+  }
+  return api::threadLastError();
+}
+
+}  // extern "C"

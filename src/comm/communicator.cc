@@ -1,0 +1,235 @@
+#include "comm/communicator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "algorithms/fifo_executor.h"
+#include "algorithms/fingerprint.h"
+#include "algorithms/ring.h"
+#include "comm/host_identity.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "reduce/reduce.h"
+
+namespace coil {
+
+int64_t resolveTimeoutMs(int64_t configured) {
+  if (configured > 0) return configured;
+  if (auto ms = env::getInt("COIL_TIMEOUT_MS", 1, INT64_C(1) << 40)) return *ms;
+  return 30 * 60 * 1000;
+}
+
+namespace {
+
+// What each rank tells every other at init.
+struct RankRecord {
+  transport::PeerInfo peer;
+  uint32_t version;
+  char forcedTransport[16];  // COIL_TRANSPORT, or empty
+};
+
+struct SliceRecord {
+  uint64_t sliceBytes;
+  uint64_t slotCount;
+};
+
+std::string hex(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
+                           const CommOptions& options, const std::atomic<bool>* abortFlag)
+    : rank_(rank), nranks_(nranks), options_(options), abortFlag_(abortFlag) {
+  log::setThreadRank(rank);
+  label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(getpid());
+  Deadline deadline = Deadline::after(options_.timeoutMs);
+  COIL_INFO(kInit, "rank ", rank, "/", nranks, " joining rendezvous at ", id.root.toString(),
+            options_.name.empty() ? "" : " comm '" + options_.name + "'");
+  bootstrap_ = Bootstrap::create(id, rank, nranks, deadline, abortFlag_);
+  // The label names shm segments: it must be the same on every rank and
+  // unique per communicator; rank 0's pid plus the id nonce is.
+  std::vector<int32_t> pids(static_cast<size_t>(nranks));
+  pids[rank] = getpid();
+  bootstrap_->allGather(pids.data(), sizeof(int32_t));
+  label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(pids[0]);
+  connectPeers(deadline);
+  agreeOnSlices();
+  COIL_INFO(kInit, "rank ", rank, "/", nranks, " ready (slice ", sliceBytes_ / 1024, " KiB, ",
+            slicesPerChunk_, " slices per chunk)");
+}
+
+Communicator::~Communicator() {
+  // Stop helper threads before the connections they use go away.
+  for (auto& t : transports_) t->shutdown();
+  owned_.clear();
+  transports_.clear();
+  if (bootstrap_) bootstrap_->close();
+}
+
+void Communicator::connectPeers(const Deadline& deadline) {
+  const std::string forced = env::get("COIL_TRANSPORT").value_or("");
+  const auto available = transport::registeredTransports();
+  if (!forced.empty() && std::find(available.begin(), available.end(), forced) == available.end()) {
+    std::string list;
+    for (const auto& n : available) list += (list.empty() ? "" : ", ") + n;
+    fail(coilInvalidUsage, "COIL_TRANSPORT=", forced, " is not a transport of this build (",
+         list, ")");
+  }
+
+  std::vector<RankRecord> records(static_cast<size_t>(nranks_));
+  std::memset(records.data(), 0, records.size() * sizeof(RankRecord));
+  RankRecord& me = records[rank_];
+  me.peer = {localHostHash(), static_cast<int32_t>(getpid()), rank_};
+  me.version = COIL_VERSION_CODE;
+  std::snprintf(me.forcedTransport, sizeof me.forcedTransport, "%s", forced.c_str());
+  bootstrap_->allGather(records.data(), sizeof(RankRecord));
+
+  std::vector<transport::PeerInfo> infos;
+  for (int r = 0; r < nranks_; ++r) {
+    const RankRecord& rec = records[r];
+    if (rec.version != COIL_VERSION_CODE)
+      fail(coilInvalidUsage, "rank ", r, " runs coil version ", rec.version, ", this rank ",
+           COIL_VERSION_CODE);
+    if (std::strncmp(rec.forcedTransport, me.forcedTransport, sizeof me.forcedTransport) != 0)
+      fail(coilInvalidUsage, "COIL_TRANSPORT differs between ranks: rank ", r, " has '",
+           rec.forcedTransport, "', rank ", rank_, " has '", me.forcedTransport, "'");
+    infos.push_back(rec.peer);
+  }
+
+  // One transport instance per kind; each peer goes to the first (most
+  // preferred) transport that can reach it, or to the forced one. The rule
+  // is symmetric, so both ends of a pair pick the same transport.
+  for (const auto& name : available) transports_.push_back(transport::createTransport(name));
+  std::vector<std::vector<int>> peersOf(available.size());
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    size_t chosen = available.size();
+    for (size_t t = 0; t < available.size() && chosen == available.size(); ++t) {
+      if (!forced.empty() && available[t] != forced) continue;
+      if (transports_[t]->canReach(infos[rank_], infos[p])) chosen = t;
+    }
+    if (chosen == available.size())
+      fail(coilInvalidUsage, "no transport can reach rank ", p, " from rank ", rank_,
+           forced.empty() ? "" : " (COIL_TRANSPORT=" + forced + " cannot reach another host)");
+    peersOf[chosen].push_back(p);
+  }
+
+  // Every rank sets up every transport, in registration order, even with no
+  // peers on it: setup is collective (it exchanges addresses through the bootstrap).
+  peers_.assign(static_cast<size_t>(nranks_), nullptr);
+  for (size_t t = 0; t < available.size(); ++t) {
+    transport::SetupContext ctx{*bootstrap_, rank_, nranks_, infos, deadline, abortFlag_, label_};
+    auto conns = transports_[t]->connect(ctx, peersOf[t]);
+    for (auto& c : conns) {
+      peers_[c->peer()] = c.get();
+      COIL_INFO(kInit, "rank ", rank_, " -> rank ", c->peer(), " via ", c->transportName());
+      owned_.push_back(std::move(c));
+    }
+  }
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_ && peers_[p] == nullptr)
+      fail(coilInternalError, "transport setup left rank ", p, " unconnected");
+}
+
+// Sender and receiver must cut data into the same slices on every link, so
+// the slice is the smallest slot of any connection anywhere.
+void Communicator::agreeOnSlices() {
+  SliceRecord mine{UINT64_MAX, UINT64_MAX};
+  for (auto* c : peers_) {
+    if (!c) continue;
+    mine.sliceBytes = std::min<uint64_t>(
+        mine.sliceBytes, std::min(c->sendFifo().slotBytes(), c->recvFifo().slotBytes()));
+    mine.slotCount = std::min<uint64_t>(
+        mine.slotCount, std::min(c->sendFifo().slotCount(), c->recvFifo().slotCount()));
+  }
+  std::vector<SliceRecord> all(static_cast<size_t>(nranks_));
+  all[rank_] = mine;
+  bootstrap_->allGather(all.data(), sizeof(SliceRecord));
+  uint64_t slice = UINT64_MAX, slots = UINT64_MAX;
+  for (const auto& r : all) {
+    slice = std::min(slice, r.sliceBytes);
+    slots = std::min(slots, r.slotCount);
+  }
+  if (slice == UINT64_MAX) slice = 1 << 20, slots = 2;  // a single rank: no links
+  sliceBytes_ = static_cast<size_t>(slice) / 64 * 64;   // whole elements of any type
+  // Half the FIFO per chunk: every rank can post its first chunk of a ring
+  // round without waiting, which is what keeps the ring deadlock-free.
+  slicesPerChunk_ = std::max<size_t>(1, static_cast<size_t>(slots) / 2);
+}
+
+void Communicator::checkUsable() const {
+  coilResult_t err = asyncError_.load();
+  if (err != coilSuccess)
+    fail(err, "the communicator is broken by an earlier error (",
+         resultName(err), "); destroy it and create a new one");
+  if (abortFlag_ && abortFlag_->load()) fail(coilInvalidUsage, "the communicator was aborted");
+}
+
+void Communicator::breakWith(const Error& e) {
+  coilResult_t expected = coilSuccess;
+  asyncError_.compare_exchange_strong(expected, e.code());
+  COIL_WARN(kColl, e.what());
+  closeAll();
+  throw e;
+}
+
+void Communicator::closeAll() noexcept {
+  std::lock_guard<std::mutex> lock(closeMutex_);
+  if (closed_) return;
+  closed_ = true;
+  for (auto& c : owned_) c->close();
+  if (bootstrap_) bootstrap_->close();
+}
+
+void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             coilDataType_t type, coilRedOp_t op) {
+  checkUsable();
+  const uint32_t seq = ++seq_;
+  if (count == 0) return;
+
+  algo::CallData call;
+  call.input = sendbuff;
+  call.output = recvbuff;
+  call.count = count;
+  call.type = type;
+  call.op = op;
+  call.rank = rank_;
+  call.nranks = nranks_;
+  call.tag = algo::Fingerprint{seq, algo::CollKind::AllReduce, type, op, count}.encode();
+  std::ostringstream desc;
+  desc << "allreduce #" << seq << " (" << count << " x " << reduce::typeName(type) << ", "
+       << reduce::opName(op) << ")";
+  call.description = desc.str();
+
+  const size_t sliceElems = sliceBytes_ / reduce::typeSize(type);
+  algo::CallShape shape{rank_, nranks_, count, sliceElems * slicesPerChunk_};
+  COIL_INFO(kColl, call.description, ": algorithm ring, chunk ", shape.chunkElems, " elements");
+
+  transport::WaitWatch watch{Deadline::after(options_.timeoutMs), abortFlag_};
+  try {
+    algo::FifoExecutor exec(peers_, sliceBytes_, watch, call);
+    algo::ringAllReduce(exec, shape);
+  } catch (const Error& e) {
+    breakWith(e);
+  }
+}
+
+void Communicator::barrier() {
+  checkUsable();
+  try {
+    bootstrap_->setDeadline(Deadline::after(options_.timeoutMs));
+    bootstrap_->barrier();
+  } catch (const Error& e) {
+    breakWith(e);
+  }
+}
+
+}  // namespace coil

@@ -1,0 +1,85 @@
+// Communicator: one rank's membership in a group of ranks.
+//
+// It owns the bootstrap, the transports, and one Connection per peer; it
+// runs collectives by handing an algorithm (src/algorithms) an executor over
+// those connections. Errors are coil::Error exceptions; src/api turns them
+// into result codes.
+//
+// Fault model: any failure inside a collective (timeout, dead peer, mismatch)
+// breaks the communicator: the error becomes sticky (asyncError), and every
+// connection is closed so that the failure reaches every surviving rank
+// instead of leaving them blocked.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/error.h"
+#include "coil.h"
+#include "transports/transport.h"
+
+namespace coil {
+
+struct CommOptions {
+  int64_t timeoutMs = 30 * 60 * 1000;  // every wait's deadline
+  std::string name;                    // label for logs
+};
+
+/// The timeout a communicator uses: config value if > 0, else
+/// COIL_TIMEOUT_MS, else 30 minutes (torch's default).
+int64_t resolveTimeoutMs(int64_t configured);
+
+class Communicator {
+ public:
+  /// Collective: joins the rendezvous `id` as `rank` of `nranks` and connects
+  /// to every peer. `abortFlag` (owned by the caller, outlives this object)
+  /// ends every wait when set.
+  Communicator(const UniqueIdData& id, int nranks, int rank, const CommOptions& options,
+               const std::atomic<bool>* abortFlag);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  /// coilSuccess, or the error that broke this communicator.
+  coilResult_t asyncError() const { return asyncError_.load(); }
+
+  /// All-reduce (arguments already validated by the API layer).
+  void allReduce(const void* sendbuff, void* recvbuff, size_t count, coilDataType_t type,
+                 coilRedOp_t op);
+  /// Collective: returns once every rank has called it (coilCommFinalize).
+  void barrier();
+  /// Breaks the communicator: closes every connection so blocked peers fail.
+  /// Thread-safe; the abort flag itself is set by the owner.
+  void closeAll() noexcept;
+
+ private:
+  void connectPeers(const Deadline& deadline);
+  void agreeOnSlices();
+  [[noreturn]] void breakWith(const Error& e);
+  void checkUsable() const;
+
+  int rank_;
+  int nranks_;
+  CommOptions options_;
+  const std::atomic<bool>* abortFlag_;
+  std::string label_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<std::unique_ptr<transport::Connection>> owned_;
+  std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
+  size_t sliceBytes_ = 0;
+  size_t slicesPerChunk_ = 1;
+  uint32_t seq_ = 0;
+  std::atomic<coilResult_t> asyncError_{coilSuccess};
+  std::mutex closeMutex_;
+  bool closed_ = false;
+};
+
+}  // namespace coil

@@ -1,0 +1,286 @@
+// Bad input and faults: every one must end in a clear error code plus a
+// message naming the problem — never a crash, a hang, or wrong data.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/run_ranks.h"
+
+namespace coil::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs) {
+  coilConfig_t config = COIL_CONFIG_INITIALIZER;
+  config.timeoutMs = timeoutMs;
+  coilComm_t comm = nullptr;
+  EXPECT_EQ(coilCommInitRankConfig(&comm, n, id, rank, &config), coilSuccess)
+      << coilGetLastError(nullptr);
+  return comm;
+}
+
+TEST(Api, VersionAndErrorStrings) {
+  int v = 0;
+  ASSERT_EQ(coilGetVersion(&v), coilSuccess);
+  EXPECT_EQ(v, COIL_VERSION_CODE);
+  EXPECT_EQ(coilGetVersion(nullptr), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(nullptr)).find("version is NULL"), std::string::npos);
+  for (int r = 0; r < coilNumResults; ++r)
+    EXPECT_GT(std::strlen(coilGetErrorString(static_cast<coilResult_t>(r))), 0u);
+}
+
+TEST(Api, InvalidInitArguments) {
+  coilUniqueId id;
+  ASSERT_EQ(coilGetUniqueId(&id), coilSuccess);
+  coilComm_t comm = nullptr;
+  EXPECT_EQ(coilCommInitRank(&comm, 0, id, 0), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(nullptr)).find("nranks"), std::string::npos);
+  EXPECT_EQ(coilCommInitRank(&comm, 2, id, 2), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(nullptr)).find("rank 2 is out of range"), std::string::npos);
+  EXPECT_EQ(coilCommInitRank(nullptr, 1, id, 0), coilInvalidArgument);
+  coilUniqueId garbage;
+  std::memset(&garbage, 0x5A, sizeof garbage);
+  EXPECT_EQ(coilCommInitRank(&comm, 1, garbage, 0), coilInvalidArgument);
+  coilConfig_t bad = COIL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_EQ(coilCommInitRankConfig(&comm, 1, id, 0, &bad), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(nullptr)).find("COIL_CONFIG_INITIALIZER"), std::string::npos);
+  EXPECT_EQ(comm, nullptr);
+  // The id was never used by a rank; its root times out on its own.
+}
+
+TEST(Api, InvalidCollectiveArguments) {
+  runRanks({2, Launch::Threads, "shm"}, [](coilComm_t comm, int) {
+    float a[8] = {}, b[8] = {};
+    auto expectBad = [&](coilResult_t rc, const char* needle) {
+      EXPECT_EQ(rc, coilInvalidArgument);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find(needle), std::string::npos)
+          << coilGetLastError(comm);
+    };
+    EXPECT_EQ(coilAllReduce(a, b, 8, coilFloat, coilSum, nullptr, nullptr), coilInvalidArgument);
+    EXPECT_NE(std::string(coilGetLastError(nullptr)).find("comm is NULL"), std::string::npos);
+    expectBad(coilAllReduce(a, b, 8, static_cast<coilDataType_t>(42), coilSum, comm, nullptr),
+              "invalid datatype 42");
+    expectBad(coilAllReduce(a, b, 8, coilFloat, static_cast<coilRedOp_t>(-1), comm, nullptr),
+              "invalid reduction op -1");
+    expectBad(coilAllReduce(nullptr, b, 8, coilFloat, coilSum, comm, nullptr), "sendbuff is NULL");
+    expectBad(coilAllReduce(a, nullptr, 8, coilFloat, coilSum, comm, nullptr), "recvbuff is NULL");
+    expectBad(coilAllReduce(a, a + 1, 4, coilFloat, coilSum, comm, nullptr), "overlap");
+    int fakeStream = 0;
+    expectBad(coilAllReduce(a, b, 8, coilFloat, coilSum, comm, &fakeStream), "stream");
+    // None of that broke the communicator: a valid call still works.
+    for (int i = 0; i < 8; ++i) a[i] = static_cast<float>(i);
+    ASSERT_EQ(coilAllReduce(a, b, 8, coilFloat, coilSum, comm, nullptr), coilSuccess);
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(b[i], 2.0f * i);
+    // count == 0 with NULL buffers is a successful no-op.
+    EXPECT_EQ(coilAllReduce(nullptr, nullptr, 0, coilFloat, coilSum, comm, nullptr), coilSuccess);
+    int n = 0, r = -1;
+    EXPECT_EQ(coilCommCount(comm, &n), coilSuccess);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(coilCommUserRank(comm, &r), coilSuccess);
+    EXPECT_TRUE(r == 0 || r == 1);
+  });
+}
+
+TEST(Faults, TimeoutWhenAPeerNeverCalls) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    std::atomic<bool> rank0Done{false};
+    runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
+      coilComm_t comm = initWithTimeout(id, 2, rank, 500);
+      ASSERT_NE(comm, nullptr);
+      if (rank == 0) {
+        float x[4] = {1, 2, 3, 4};
+        auto t0 = Clock::now();
+        EXPECT_EQ(coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr), coilTimeout);
+        double s = secondsSince(t0);
+        EXPECT_GE(s, 0.45);
+        EXPECT_LT(s, 5.0);
+        std::string msg = coilGetLastError(comm);
+        EXPECT_NE(msg.find("timed out after 500 ms"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+        coilResult_t async = coilSuccess;
+        EXPECT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+        EXPECT_EQ(async, coilTimeout);
+        rank0Done = true;
+      } else {
+        while (!rank0Done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    });
+  }
+}
+
+TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
+  std::atomic<bool> rank0Done{false};
+  runRanksRaw({2, Launch::Threads, "shm"}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
+    ASSERT_NE(comm, nullptr);
+    if (rank == 0) {
+      std::atomic<int64_t> abortedAtNs{0};
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        abortedAtNs = Clock::now().time_since_epoch().count();
+        EXPECT_EQ(coilCommAbort(comm), coilSuccess);
+      });
+      float x[4] = {};
+      coilResult_t rc = coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr);
+      int64_t returnedNs = Clock::now().time_since_epoch().count();
+      EXPECT_NE(rc, coilSuccess);
+      aborter.join();
+      EXPECT_LT((returnedNs - abortedAtNs.load()) / 1e6, 100.0) << "ms from abort to return";
+      rank0Done = true;  // comm is freed by the abort
+    } else {
+      while (!rank0Done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      float y[4] = {};
+      // The peer is gone: this rank fails fast instead of hanging.
+      auto t0 = Clock::now();
+      EXPECT_EQ(coilAllReduce(y, y, 4, coilFloat, coilSum, comm, nullptr), coilRemoteError);
+      EXPECT_LT(secondsSince(t0), 5.0);
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    }
+  });
+}
+
+// A rank process dies in the middle of a large all-reduce; every survivor
+// must get coilRemoteError within seconds (not the 60 s timeout).
+class PeerDeath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
+  const int n = 3;
+  runRanksRaw({n, Launch::Processes, GetParam()}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, n, rank, 60000);
+    ASSERT_NE(comm, nullptr);
+    const size_t count = size_t{1} << 24;
+    std::vector<float> buf(count, 1.0f);
+    ASSERT_EQ(coilAllReduce(buf.data(), buf.data(), 1024, coilFloat, coilSum, comm, nullptr),
+              coilSuccess);
+    if (rank == 2) {
+      std::thread killer([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        _exit(0);  // like a crash: no cleanup, no goodbye
+      });
+      coilAllReduce(buf.data(), buf.data(), count, coilFloat, coilSum, comm, nullptr);
+      killer.join();
+      return;
+    }
+    auto t0 = Clock::now();
+    coilResult_t rc = coilAllReduce(buf.data(), buf.data(), count, coilFloat, coilSum, comm, nullptr);
+    double s = secondsSince(t0);
+    EXPECT_EQ(rc, coilRemoteError) << coilGetLastError(comm);
+    EXPECT_LT(s, 10.0);
+    std::string msg = coilGetLastError(comm);
+    EXPECT_NE(msg.find("rank"), std::string::npos) << msg;
+    coilResult_t async = coilSuccess;
+    coilCommGetAsyncError(comm, &async);
+    EXPECT_EQ(async, coilRemoteError);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp"));
+
+TEST(Faults, MismatchedCountsAreReportedNotHung) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
+      coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
+      ASSERT_NE(comm, nullptr);
+      std::vector<float> x(1000, 1.0f);
+      auto t0 = Clock::now();
+      coilResult_t rc = coilAllReduce(x.data(), x.data(), rank == 0 ? 100 : 200, coilFloat,
+                                      coilSum, comm, nullptr);
+      EXPECT_NE(rc, coilSuccess);
+      EXPECT_NE(rc, coilTimeout) << "should be detected, not timed out";
+      EXPECT_LT(secondsSince(t0), 10.0);
+      std::string msg = coilGetLastError(comm);
+      EXPECT_TRUE(msg.find("count") != std::string::npos ||
+                  msg.find("closed its connection") != std::string::npos)
+          << msg;
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    });
+  }
+}
+
+TEST(Faults, MismatchedDatatypeIsNamed) {
+  runRanksRaw({2, Launch::Threads, "shm"}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
+    ASSERT_NE(comm, nullptr);
+    std::vector<double> x(64, 1.0);
+    coilResult_t rc = coilAllReduce(x.data(), x.data(), 64, rank == 0 ? coilFloat64 : coilInt64,
+                                    coilSum, comm, nullptr);
+    EXPECT_NE(rc, coilSuccess);
+    std::string msg = coilGetLastError(comm);
+    EXPECT_TRUE(msg.find("datatype") != std::string::npos ||
+                msg.find("closed its connection") != std::string::npos)
+        << msg;
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+TEST(Lifecycle, NonBlockingInit) {
+  runRanksRaw({3, Launch::Threads, "shm"}, [&](const coilUniqueId& id, int rank) {
+    coilConfig_t config = COIL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = "nonblocking";
+    coilComm_t comm = nullptr;
+    ASSERT_EQ(coilCommInitRankConfig(&comm, 3, id, rank, &config), coilSuccess);
+    coilResult_t state = coilInProgress;
+    auto t0 = Clock::now();
+    while (state == coilInProgress && secondsSince(t0) < 30) {
+      ASSERT_EQ(coilCommGetAsyncError(comm, &state), coilSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(state, coilSuccess) << coilGetLastError(comm);
+    int v = rank + 1;
+    int sum = 0;
+    ASSERT_EQ(coilAllReduce(&v, &sum, 1, coilInt32, coilSum, comm, nullptr), coilSuccess);
+    EXPECT_EQ(sum, 6);
+    EXPECT_EQ(coilCommFinalize(comm), coilSuccess);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+TEST(Lifecycle, InitAllGivesConnectedRanksInOneProcess) {
+  const int n = 4;
+  std::vector<coilComm_t> comms(n);
+  ASSERT_EQ(coilCommInitAll(comms.data(), n, nullptr), coilSuccess) << coilGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      int rank = -1;
+      EXPECT_EQ(coilCommUserRank(comms[r], &rank), coilSuccess);
+      EXPECT_EQ(rank, r);
+      int64_t v = int64_t{1} << (8 * r), out = 0;
+      EXPECT_EQ(coilAllReduce(&v, &out, 1, coilInt64, coilSum, comms[r], nullptr), coilSuccess);
+      EXPECT_EQ(out, 0x01010101);
+    });
+  for (auto& t : threads) t.join();
+  for (auto c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
+  int dup[2] = {0, 0};
+  EXPECT_EQ(coilCommInitAll(comms.data(), 2, dup), coilInvalidArgument);
+}
+
+TEST(Lifecycle, NothingLeftInDevShm) {
+  // Runs last in this binary (gtest keeps declaration order): every earlier
+  // communicator, including the aborted and crashed ones, must have cleaned up.
+  runRanks({3, Launch::Processes, "shm"}, [](coilComm_t comm, int) {
+    int v = 1, out = 0;
+    ASSERT_EQ(coilAllReduce(&v, &out, 1, coilInt32, coilSum, comm, nullptr), coilSuccess);
+  });
+  EXPECT_TRUE(coilShmEntries().empty()) << "leftover: " << coilShmEntries().front();
+}
+
+}  // namespace
+}  // namespace coil::test

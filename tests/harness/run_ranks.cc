@@ -1,0 +1,133 @@
+#include "harness/run_ranks.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace coil::test {
+
+std::ostream& operator<<(std::ostream& os, const RankSetup& s) {
+  return os << paramName(s);
+}
+
+std::string paramName(const RankSetup& s) {
+  return (s.transport.empty() ? std::string("auto") : s.transport) + "_" +
+         (s.launch == Launch::Threads ? "threads" : "procs") + "_" + std::to_string(s.nranks);
+}
+
+ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
+  const char* old = std::getenv(name);
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  if (value.empty()) unsetenv(name);
+  else setenv(name, value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
+}
+
+std::vector<std::string> coilShmEntries() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind("coil-", 0) == 0) out.push_back(e->d_name);
+    closedir(d);
+  }
+  return out;
+}
+
+namespace {
+
+void runThreads(const RankSetup& setup, const RawRankBody& body) {
+  coilUniqueId id;
+  ASSERT_EQ(coilGetUniqueId(&id), coilSuccess) << coilGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < setup.nranks; ++r) threads.emplace_back([&, r] { body(id, r); });
+  for (auto& t : threads) t.join();
+}
+
+void runProcesses(const RankSetup& setup, const RawRankBody& body) {
+  coilUniqueId id;
+  ASSERT_EQ(coilGetUniqueId(&id), coilSuccess) << coilGetLastError(nullptr);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < setup.nranks; ++r) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) {
+      int status = 0;
+      try {
+        body(id, r);
+        status = ::testing::Test::HasFailure() ? 1 : 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
+        status = 2;
+      }
+      std::fflush(nullptr);
+      _exit(status);  // skip gtest's and the parent's atexit work
+    }
+    pids.push_back(pid);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(setup.timeoutSeconds);
+  std::vector<int> status(pids.size(), -1);
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (status[r] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
+        status[r] = st;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (status[r] == -1) {
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], nullptr, 0);
+          ADD_FAILURE() << "rank " << r << " did not finish within " << setup.timeoutSeconds
+                        << " s (killed)";
+          status[r] = 0;
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int st = status[r];
+    if (WIFSIGNALED(st)) ADD_FAILURE() << "rank " << r << " died with signal " << WTERMSIG(st);
+    else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+      ADD_FAILURE() << "rank " << r << " failed (exit status " << WEXITSTATUS(st) << ")";
+  }
+}
+
+}  // namespace
+
+void runRanksRaw(const RankSetup& setup, const RawRankBody& body) {
+  ScopedEnv transport("COIL_TRANSPORT", setup.transport);
+  if (setup.launch == Launch::Threads) runThreads(setup, body);
+  else runProcesses(setup, body);
+}
+
+void runRanks(const RankSetup& setup, const RankBody& body) {
+  runRanksRaw(setup, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = nullptr;
+    coilResult_t rc = coilCommInitRank(&comm, setup.nranks, id, rank);
+    ASSERT_EQ(rc, coilSuccess) << "rank " << rank << ": " << coilGetLastError(nullptr);
+    body(comm, rank);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+}  // namespace coil::test

@@ -1,0 +1,59 @@
+// One harness for every multi-rank test: runs the same body on N ranks, as
+// threads of this process or as forked processes, over a chosen transport.
+//
+//   runRanks({4, Launch::Processes, "tcp"}, [](coilComm_t comm, int rank) { ... });
+//
+// The body uses ordinary gtest assertions. In process mode each child reports
+// failure through its exit status (its gtest messages go to the shared
+// stdout), and the parent turns a bad status, a crash or a hang into a test
+// failure naming the rank. Ranks that must not create a communicator (fault
+// tests) use runRanksRaw and do it themselves.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "coil.h"
+
+namespace coil::test {
+
+enum class Launch { Threads, Processes };
+
+struct RankSetup {
+  int nranks;
+  Launch launch;
+  std::string transport;  // "shm", "tcp", or "" (coil's own choice)
+  int timeoutSeconds = 180;
+};
+
+std::ostream& operator<<(std::ostream& os, const RankSetup& s);
+/// "tcp_procs_5" — for parametrized test names.
+std::string paramName(const RankSetup& s);
+
+using RankBody = std::function<void(coilComm_t comm, int rank)>;
+using RawRankBody = std::function<void(const coilUniqueId& id, int rank)>;
+
+/// Creates a communicator per rank (coilCommInitRank), runs body, destroys it.
+void runRanks(const RankSetup& setup, const RankBody& body);
+/// Like runRanks without creating communicators: body gets the unique id.
+void runRanksRaw(const RankSetup& setup, const RawRankBody& body);
+
+/// Sets an environment variable for the lifetime of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  bool had_;
+  std::string old_;
+};
+
+/// Names of the /dev/shm entries coil created (for leak checks).
+std::vector<std::string> coilShmEntries();
+
+}  // namespace coil::test

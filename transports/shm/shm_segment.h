@@ -1,0 +1,39 @@
+// A POSIX shared-memory segment (shm_open + mmap), owned or attached.
+//
+// Lifetime rule: the creator unlinks the name as soon as every peer has
+// mapped it (the transport does this after a bootstrap barrier), so nothing
+// is left in /dev/shm after a normal exit, an abort, or a crash after setup.
+// If setup itself fails, the creator's destructor unlinks the name.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace coil::transport {
+
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ~ShmSegment();
+
+  /// Creates (exclusively) and maps a zero-filled segment. Throws coilSystemError.
+  static ShmSegment create(const std::string& name, size_t bytes);
+  /// Maps an existing segment of exactly `bytes`. Throws coilSystemError.
+  static ShmSegment attach(const std::string& name, size_t bytes);
+
+  /// Removes the name (mapping stays valid). Idempotent.
+  void unlink() noexcept;
+  void* base() const { return base_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  std::string name_;
+  bool owner_ = false;  // must unlink
+};
+
+}  // namespace coil::transport

@@ -1,0 +1,182 @@
+// Shared-memory transport: ranks on the same host exchange data through
+// FIFOs in POSIX shared memory.
+//
+// Each rank creates one segment holding its INCOMING FIFOs, one per local
+// peer, so the receiver owns the memory it reads and the sender writes the
+// slots directly (one copy per hop). Layout:
+//
+//   [ directory: magic, fifo count, peer rank of each fifo ]  (one page)
+//   [ FifoControl (page aligned) | slots ... ]  × local peers
+//
+// Setup (collective, via the bootstrap): create + init own segment, allGather
+// the names, attach every peer's segment, barrier, unlink own name. After the
+// barrier nothing is left in /dev/shm whatever happens next. Works the same
+// for ranks that are threads of one process (coilCommInitAll) and for
+// separate processes.
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "bootstrap/bootstrap.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
+
+namespace coil::transport {
+namespace {
+
+constexpr uint32_t kMagic = 0xC011540Fu;
+constexpr size_t kPage = 4096;
+constexpr size_t kMaxPeers = (kPage - 16) / sizeof(int32_t);
+constexpr size_t kNameBytes = 64;
+
+struct Directory {
+  uint32_t magic;
+  uint32_t fifoCount;
+  uint32_t slotCount;
+  uint32_t slotBytes;
+  int32_t peerRank[kMaxPeers];
+};
+static_assert(sizeof(Directory) <= kPage);
+
+size_t roundUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+struct Layout {
+  uint32_t slotCount;
+  uint32_t slotBytes;
+  size_t fifoStride() const {
+    return roundUp(sizeof(FifoControl), kPage) + fifoDataBytes(slotCount, slotBytes);
+  }
+  size_t segmentBytes(size_t fifos) const { return kPage + fifos * fifoStride(); }
+  FifoControl* control(void* base, size_t i) const {
+    return reinterpret_cast<FifoControl*>(static_cast<uint8_t*>(base) + kPage + i * fifoStride());
+  }
+  uint8_t* data(void* base, size_t i) const {
+    return reinterpret_cast<uint8_t*>(control(base, i)) + roundUp(sizeof(FifoControl), kPage);
+  }
+};
+
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(int peer, SlotFifo send, SlotFifo recv) : peer_(peer), send_(send), recv_(recv) {}
+  SlotFifo& sendFifo() override { return send_; }
+  SlotFifo& recvFifo() override { return recv_; }
+  const char* transportName() const override { return "shm"; }
+  int peer() const override { return peer_; }
+  void close() noexcept override {
+    // Both flags live in shared memory: the peer's waits see them at once.
+    send_.closeProducer();
+    recv_.closeConsumer();
+  }
+
+ private:
+  int peer_;
+  SlotFifo send_;
+  SlotFifo recv_;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+
+  bool canReach(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash;
+  }
+
+  std::vector<std::unique_ptr<Connection>> connect(SetupContext& ctx,
+                                                   const std::vector<int>& peerRanks) override {
+    if (peerRanks.size() > kMaxPeers)
+      fail(coilInvalidUsage, "shm transport supports at most ", kMaxPeers, " local peers");
+    Layout layout{static_cast<uint32_t>(env::getInt("COIL_SHM_SLOTS", 2, kMaxSlots).value_or(8)),
+                  static_cast<uint32_t>(
+                      env::getInt("COIL_SHM_SLOT_BYTES", 4096, 64 << 20).value_or(256 << 10))};
+    layout.slotBytes = static_cast<uint32_t>(roundUp(layout.slotBytes, 64));
+
+    // 1. Own segment with one incoming FIFO per local peer.
+    std::string myName;
+    if (!peerRanks.empty()) {
+      myName = "/coil-" + ctx.commLabel + "-r" + std::to_string(ctx.rank);
+      own_ = ShmSegment::create(myName, layout.segmentBytes(peerRanks.size()));
+      auto* dir = static_cast<Directory*>(own_.base());
+      dir->magic = kMagic;
+      dir->fifoCount = static_cast<uint32_t>(peerRanks.size());
+      dir->slotCount = layout.slotCount;
+      dir->slotBytes = layout.slotBytes;
+      for (size_t i = 0; i < peerRanks.size(); ++i) {
+        dir->peerRank[i] = peerRanks[i];
+        FifoControl* c = layout.control(own_.base(), i);
+        c->init(layout.slotCount, layout.slotBytes);
+        c->consumerPid = getpid();
+      }
+    }
+
+    // 2. Everyone learns everyone's segment name and size.
+    struct NameRecord {
+      char name[kNameBytes];
+      uint64_t bytes;
+    };
+    std::vector<NameRecord> names(static_cast<size_t>(ctx.nranks));
+    std::memset(names.data(), 0, names.size() * sizeof(NameRecord));
+    std::snprintf(names[ctx.rank].name, kNameBytes, "%s", myName.c_str());
+    names[ctx.rank].bytes = own_.size();
+    ctx.bootstrap.allGather(names.data(), sizeof(NameRecord));
+
+    // 3. Attach each peer's segment and find the FIFO it keeps for us.
+    std::vector<std::unique_ptr<Connection>> out;
+    for (size_t i = 0; i < peerRanks.size(); ++i) {
+      int p = peerRanks[i];
+      const NameRecord& rec = names[p];
+      if (rec.name[0] == '\0')
+        fail(coilInternalError, "shm: rank ", p, " has no segment but rank ", ctx.rank,
+             " expected to reach it over shm");
+      peerSegments_.push_back(ShmSegment::attach(rec.name, rec.bytes));
+      void* base = peerSegments_.back().base();
+      auto* dir = static_cast<const Directory*>(base);
+      Layout theirs{dir->slotCount, dir->slotBytes};
+      if (dir->magic != kMagic || theirs.segmentBytes(dir->fifoCount) != rec.bytes)
+        fail(coilInternalError, "shm: segment of rank ", p, " is malformed");
+      size_t slot = dir->fifoCount;
+      for (size_t k = 0; k < dir->fifoCount; ++k)
+        if (dir->peerRank[k] == ctx.rank) slot = k;
+      if (slot == dir->fifoCount)
+        fail(coilInternalError, "shm: rank ", p, " keeps no FIFO for rank ", ctx.rank);
+      FifoControl* sendCtl = theirs.control(base, slot);
+      sendCtl->producerPid = getpid();
+      SlotFifo send(sendCtl, theirs.data(base, slot));
+      SlotFifo recv(layout.control(own_.base(), i), layout.data(own_.base(), i));
+      out.push_back(std::make_unique<ShmConnection>(p, send, recv));
+      COIL_INFO(kShm, "rank ", ctx.rank, " <-> rank ", p, " via shm (", theirs.slotCount, " x ",
+                theirs.slotBytes / 1024, " KiB slots)");
+    }
+
+    // 4. Once everyone has attached, the names can go.
+    ctx.bootstrap.barrier();
+    own_.unlink();
+    for (auto& c : out) connections_.push_back(c.get());
+    return out;
+  }
+
+  void shutdown() noexcept override {
+    for (Connection* c : connections_) c->close();
+    connections_.clear();
+  }
+
+  ~ShmTransport() override { own_.unlink(); }
+
+ private:
+  ShmSegment own_;
+  std::vector<ShmSegment> peerSegments_;
+  std::vector<Connection*> connections_;  // owned by the communicator
+};
+
+[[maybe_unused]] const bool kRegistered = [] {
+  registerTransport("shm", 0, [] { return std::make_unique<ShmTransport>(); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace coil::transport
