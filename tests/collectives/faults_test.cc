@@ -272,15 +272,18 @@ TEST(Lifecycle, InitAllGivesConnectedRanksInOneProcess) {
   EXPECT_EQ(coilCommInitAll(comms.data(), 2, dup), coilInvalidArgument);
 }
 
-TEST(Lifecycle, NothingLeftInDevShm) {
-  // Runs last in this binary (gtest keeps declaration order): every earlier
-  // communicator, including the aborted and crashed ones, must have cleaned up.
-  runRanks({3, Launch::Processes, "shm"}, [](coilComm_t comm, int) {
-    int v = 1, out = 0;
-    ASSERT_EQ(coilAllReduce(&v, &out, 1, coilInt32, coilSum, comm, nullptr), coilSuccess);
-  });
-  EXPECT_TRUE(coilShmEntries().empty()) << "leftover: " << coilShmEntries().front();
-}
+// After every test of this binary — including the aborted, timed-out and
+// crashed communicators — nothing coil created may remain in /dev/shm.
+class NoShmLeftBehind : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    auto left = coilShmEntries();
+    EXPECT_TRUE(left.empty()) << left.size() << " leftover segment(s), e.g. /dev/shm/"
+                              << (left.empty() ? "" : left.front());
+  }
+};
+[[maybe_unused]] auto* const kNoShmLeftBehind =
+    ::testing::AddGlobalTestEnvironment(new NoShmLeftBehind);
 
 }  // namespace
 }  // namespace coil::test
