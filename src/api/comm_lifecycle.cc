@@ -137,9 +137,7 @@ coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
         for (int j = 0; j < i; ++j)
           if (devlist[i] == devlist[j])
             fail(coilInvalidArgument, "devlist[", i, "] repeats device ", devlist[i]);
-    coilUniqueId id;
-    coilResult_t rc = coilGetUniqueId(&id);
-    if (rc != coilSuccess) fail(rc, api::threadLastError());
+    const coilUniqueId id = encodeUniqueId(makeLocalUniqueId());
     std::vector<coilResult_t> results(static_cast<size_t>(ndev), coilSuccess);
     std::vector<std::string> errors(static_cast<size_t>(ndev));
     std::vector<std::thread> threads;

@@ -31,12 +31,36 @@ struct UniqueIdData {
   SocketAddress root;      // where the root listens
   uint8_t secret[16];      // authenticates every connection of this communicator
   uint64_t nonce;          // distinguishes communicators (shm segment names)
+  /// No root runs yet: Bootstrap::create on rank 0 starts it, bound to
+  /// `root` (ids from COIL_COMM_ID or a launcher's environment).
+  bool rootHostedByRank0 = false;
 };
 
-/// Encodes/decodes the public 128-byte id (with magic and version checks;
-/// decode throws coilInvalidArgument on garbage).
+/// Encodes/decodes the public 128-byte id (with magic, version and checksum
+/// checks; decode throws coilInvalidArgument on garbage).
 coilUniqueId encodeUniqueId(const UniqueIdData& data);
 UniqueIdData decodeUniqueId(const coilUniqueId& id);
+
+/// The id of a rendezvous whose root address every rank knows in advance
+/// (COIL_COMM_ID, MASTER_ADDR:MASTER_PORT), so no bytes have to be passed
+/// around: secret and nonce are derived from SHA-256 of "coil-fixed-root",
+/// the COIL_SECRET variable (if set), `root`'s text and `jobKey` (a launcher's
+/// job id; may be empty). rootHostedByRank0 is set.
+/// Without COIL_SECRET anyone who knows the address (and job id) can derive
+/// the secret: set COIL_SECRET to the same private value on every rank to
+/// make the authentication of such a communicator meaningful.
+UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& jobKey);
+
+/// What coilGetUniqueId does. COIL_COMM_ID set: uniqueIdForFixedRoot of it
+/// with an empty job key, and no root is started here (rank 0 hosts it).
+/// Otherwise starts a root (startRoot, port 0) on the address of
+/// COIL_SOCKET_IFNAME if set, else the first IPv4 address of an interface
+/// that is up and not loopback, else 127.0.0.1. The root waits up to
+/// COIL_TIMEOUT_MS (default 30 min) for the ranks.
+UniqueIdData makeUniqueId();
+/// A unique id whose root listens on 127.0.0.1: for ranks that all live in
+/// this process (coilCommInitAll), which never need another interface.
+UniqueIdData makeLocalUniqueId();
 
 /// Root of a rendezvous: a background thread that accepts nranks
 /// authenticated ranks, checks they agree (nranks, distinct ranks), answers
@@ -45,13 +69,23 @@ UniqueIdData decodeUniqueId(const coilUniqueId& id);
 /// detaches it (startRoot keeps it alive on its own).
 /// `bindAddress` is the address to listen on (port 0: pick one); the
 /// returned data holds the bound address and a fresh secret.
+/// timeoutMs <= 0: no deadline. Returns once the socket listens; a fixed
+/// port that is taken gives coilSystemError.
 UniqueIdData startRoot(const SocketAddress& bindAddress, int64_t timeoutMs);
+/// As startRoot, for an id that already exists (rootHostedByRank0): listens
+/// on exactly `id.root` and authenticates with `id.secret`.
+void startRootAt(const UniqueIdData& id, int64_t timeoutMs);
 
 class Bootstrap {
  public:
   /// Joins the rendezvous described by `id` as `rank` of `nranks`. Blocks
   /// until the ring is connected or the deadline passes (coilTimeout), or the
-  /// abort flag is set. Errors name the peer or root involved.
+  /// abort flag is set. Errors name the peer or root involved; a rendezvous
+  /// the root rejected (ranks disagree on nranks, a rank joined twice) gives
+  /// coilInvalidUsage with the root's reason. With id.rootHostedByRank0,
+  /// rank 0 first starts the root. The listener used to form the ring is
+  /// closed once the ring is connected; transports open their own on
+  /// localAddress(). `abortFlag` (may be null) must outlive the Bootstrap.
   static std::unique_ptr<Bootstrap> create(const UniqueIdData& id, int rank, int nranks,
                                            const Deadline& deadline,
                                            const std::atomic<bool>* abortFlag);
@@ -68,9 +102,13 @@ class Bootstrap {
   virtual const uint8_t* secret() const = 0;
   /// The local IP address this rank advertises (transports listen on it).
   virtual SocketAddress localAddress() const = 0;
-  /// Deadline used for bootstrap operations after create().
+  /// Deadline used for bootstrap operations after create(). Until it is
+  /// called, each operation gets a fresh deadline as long as create()'s.
   virtual void setDeadline(const Deadline& deadline) = 0;
-  /// Closes the ring sockets: blocked peers see EOF. Idempotent.
+  /// Closes the ring sockets: blocked peers see EOF. Idempotent; safe from
+  /// another thread while an operation blocks (it then fails). A failed
+  /// allGather/barrier closes the bootstrap itself, so the failure reaches
+  /// every rank promptly instead of at their deadlines.
   virtual void close() noexcept = 0;
 };
 

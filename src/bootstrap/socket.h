@@ -77,9 +77,12 @@ class Socket {
 
 /// Sends `sendBuf` on `to` while receiving `recvBuf` from `from` (both
 /// exactly), interleaved with poll() so that a ring of ranks all sending at
-/// once cannot deadlock on full socket buffers.
+/// once cannot deadlock on full socket buffers. `to` and `from` may be the
+/// same socket. Errors name `peerName` (failures on `to`) or `fromName`
+/// (failures on `from`; nullptr: `peerName` too). Same error codes as
+/// sendAll/recvAll.
 void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from, void* recvBuf,
                  size_t recvBytes, const Deadline& deadline, const std::atomic<bool>* abortFlag,
-                 const char* peerName);
+                 const char* peerName, const char* fromName = nullptr);
 
 }  // namespace coil

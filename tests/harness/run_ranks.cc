@@ -115,6 +115,9 @@ void runProcesses(const RankSetup& setup, const RawRankBody& body) {
 }  // namespace
 
 void runRanksRaw(const RankSetup& setup, const RawRankBody& body) {
+  // Tests talk over loopback only (unless the caller chose an interface).
+  const char* ifname = std::getenv("COIL_SOCKET_IFNAME");
+  ScopedEnv loopback("COIL_SOCKET_IFNAME", ifname ? ifname : "lo");
   ScopedEnv transport("COIL_TRANSPORT", setup.transport);
   if (setup.launch == Launch::Threads) runThreads(setup, body);
   else runProcesses(setup, body);

@@ -1,0 +1,37 @@
+// coilCommInitFromEnv's view of the launcher: which rank this process is,
+// how many there are, and where the rendezvous root listens, read from the
+// variables torchrun, Open MPI's mpirun or Slurm's srun set.
+#pragma once
+
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+
+namespace coil {
+
+struct LaunchInfo {
+  int rank = -1;
+  int nranks = 0;
+  int localRank = -1;    // rank among the processes on this host; -1: not told
+  UniqueIdData id;       // fixed root (rootHostedByRank0): rank 0 hosts it
+  std::string launcher;  // "torchrun", "Open MPI" or "Slurm"
+};
+
+/// Reads the launcher's environment. Detection order:
+///  - torchrun (RANK or WORLD_SIZE set): RANK, WORLD_SIZE, LOCAL_RANK
+///    (optional), MASTER_ADDR, MASTER_PORT. Under torchrun proper
+///    (TORCHELASTIC_RUN_ID set) the agent's store already listens on
+///    MASTER_PORT, so the root uses MASTER_PORT+1; job key TORCHELASTIC_RUN_ID.
+///  - Open MPI (OMPI_COMM_WORLD_RANK or _SIZE set): OMPI_COMM_WORLD_RANK,
+///    OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK (optional),
+///    MASTER_ADDR, MASTER_PORT; job key OMPI_MCA_ess_base_jobid.
+///  - Slurm (SLURM_PROCID or SLURM_NTASKS set): SLURM_PROCID, SLURM_NTASKS,
+///    SLURM_LOCALID (optional), MASTER_ADDR, MASTER_PORT; job key SLURM_JOB_ID.
+/// COIL_COMM_ID=host:port, if set, is the root address instead of
+/// MASTER_ADDR/MASTER_PORT (and used as given, without the +1).
+/// The id comes from uniqueIdForFixedRoot (see there about COIL_SECRET).
+/// A missing or malformed variable, or no launcher at all, gives
+/// coilInvalidUsage naming the variables and the launcher.
+LaunchInfo readLauncherEnv();
+
+}  // namespace coil

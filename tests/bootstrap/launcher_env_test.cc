@@ -1,0 +1,212 @@
+// readLauncherEnv: torchrun, Open MPI and Slurm variables, the +1 port rule
+// under torchrun, and messages that name what is missing.
+#include "bootstrap/launcher_env.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/error.h"
+#include "test_util.h"
+
+namespace coil {
+namespace {
+
+std::vector<std::string> launcherVars() {
+  std::vector<std::string> v = test::bootstrapVars();
+  for (const char* n :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+        "OMPI_MCA_ess_base_jobid", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+        "SLURM_JOB_ID"})
+    v.push_back(n);
+  return v;
+}
+
+void expectSameId(const UniqueIdData& a, const UniqueIdData& b) {
+  EXPECT_EQ(a.root.toString(), b.root.toString());
+  EXPECT_EQ(std::memcmp(a.secret, b.secret, sizeof a.secret), 0);
+  EXPECT_EQ(a.nonce, b.nonce);
+  EXPECT_EQ(a.rootHostedByRank0, b.rootHostedByRank0);
+}
+
+std::string messageOf(const std::function<void()>& f, coilResult_t expectedCode) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expectedCode) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(LauncherEnv, TorchrunStyleWithoutElasticUsesMasterPort) {
+  test::EnvGuard env(launcherVars());
+  env.set("RANK", "3");
+  env.set("WORLD_SIZE", "8");
+  env.set("LOCAL_RANK", "1");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "29500");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.launcher, "torchrun");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.nranks, 8);
+  EXPECT_EQ(info.localRank, 1);
+  EXPECT_TRUE(info.id.rootHostedByRank0);
+  EXPECT_EQ(info.id.root.toString(), "127.0.0.1:29500");
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:29500"), ""));
+}
+
+TEST(LauncherEnv, UnderTorchElasticTheRootTakesMasterPortPlusOne) {
+  test::EnvGuard env(launcherVars());
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "localhost");
+  env.set("MASTER_PORT", "29500");
+  env.set("TORCHELASTIC_RUN_ID", "run-42");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.localRank, -1);
+  EXPECT_EQ(info.id.root.port(), 29501);
+  expectSameId(info.id, uniqueIdForFixedRoot(info.id.root, "run-42"));
+
+  env.set("MASTER_PORT", "65535");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("MASTER_PORT"), std::string::npos) << m;
+}
+
+TEST(LauncherEnv, OpenMpi) {
+  test::EnvGuard env(launcherVars());
+  env.set("OMPI_COMM_WORLD_RANK", "5");
+  env.set("OMPI_COMM_WORLD_SIZE", "6");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "2");
+  env.set("OMPI_MCA_ess_base_jobid", "12345");
+  env.set("MASTER_ADDR", "::1");
+  env.set("MASTER_PORT", "4000");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.launcher, "Open MPI");
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.nranks, 6);
+  EXPECT_EQ(info.localRank, 2);
+  EXPECT_EQ(info.id.root.toString(), "[::1]:4000");
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("[::1]:4000"), "12345"));
+}
+
+TEST(LauncherEnv, Slurm) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_LOCALID", "0");
+  env.set("SLURM_JOB_ID", "777");
+  env.set("MASTER_ADDR", "127.0.0.2");
+  env.set("MASTER_PORT", "5000");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.launcher, "Slurm");
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(info.nranks, 4);
+  EXPECT_EQ(info.localRank, 0);
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.2:5000"), "777"));
+  // A different job gets a different secret.
+  env.set("SLURM_JOB_ID", "778");
+  EXPECT_NE(std::memcmp(readLauncherEnv().id.secret, info.id.secret, 16), 0);
+}
+
+TEST(LauncherEnv, CommIdReplacesMasterAddrAndPort) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_PROCID", "1");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_JOB_ID", "9");
+  env.set("COIL_COMM_ID", "127.0.0.1:6000");
+  LaunchInfo info = readLauncherEnv();
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:6000"), "9"));
+  // Used as given: no +1 under torchrun either.
+  test::EnvGuard env2(launcherVars());
+  env2.set("RANK", "0");
+  env2.set("WORLD_SIZE", "1");
+  env2.set("TORCHELASTIC_RUN_ID", "r");
+  env2.set("COIL_COMM_ID", "127.0.0.1:6000");
+  EXPECT_EQ(readLauncherEnv().id.root.port(), 6000);
+}
+
+TEST(LauncherEnv, DetectionOrder) {
+  test::EnvGuard env(launcherVars());
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "5000");
+  env.set("SLURM_PROCID", "1");
+  env.set("SLURM_NTASKS", "3");
+  env.set("OMPI_COMM_WORLD_RANK", "2");
+  env.set("OMPI_COMM_WORLD_SIZE", "3");
+  EXPECT_EQ(readLauncherEnv().launcher, "Open MPI");
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "3");
+  EXPECT_EQ(readLauncherEnv().launcher, "torchrun");
+  EXPECT_EQ(readLauncherEnv().rank, 0);
+}
+
+TEST(LauncherEnv, MissingVariablesAreNamed) {
+  test::EnvGuard env(launcherVars());
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
+            "coilCommInitFromEnv: torchrun-style launch needs MASTER_PORT (RANK and WORLD_SIZE "
+            "are set)");
+  unsetenv("WORLD_SIZE");
+  EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
+            "coilCommInitFromEnv: torchrun-style launch needs WORLD_SIZE (RANK is set)");
+
+  test::EnvGuard env2(launcherVars());
+  env2.set("SLURM_PROCID", "0");
+  env2.set("SLURM_NTASKS", "2");
+  env2.set("MASTER_PORT", "5000");
+  EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
+            "coilCommInitFromEnv: Slurm launch needs MASTER_ADDR (SLURM_PROCID and SLURM_NTASKS "
+            "are set)");
+
+  test::EnvGuard env3(launcherVars());
+  env3.set("OMPI_COMM_WORLD_SIZE", "2");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("Open MPI"), std::string::npos) << m;
+  EXPECT_NE(m.find("OMPI_COMM_WORLD_RANK"), std::string::npos) << m;
+}
+
+TEST(LauncherEnv, MalformedVariablesAreNamed) {
+  test::EnvGuard env(launcherVars());
+  env.set("RANK", "one");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "5000");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("RANK='one'"), std::string::npos) << m;
+  EXPECT_NE(m.find("torchrun"), std::string::npos) << m;
+
+  env.set("RANK", "2");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("RANK=2 is not below WORLD_SIZE=2"), std::string::npos) << m;
+
+  env.set("RANK", "1");
+  env.set("MASTER_PORT", "70000");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("MASTER_PORT='70000'"), std::string::npos) << m;
+
+  env.set("MASTER_PORT", "5000");
+  env.set("MASTER_ADDR", "[bad");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("MASTER_ADDR"), std::string::npos) << m;
+
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("WORLD_SIZE", "0");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("WORLD_SIZE='0'"), std::string::npos) << m;
+}
+
+TEST(LauncherEnv, NoLauncherSaysWhatWasLookedFor) {
+  test::EnvGuard env(launcherVars());
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  for (const char* var : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                          "SLURM_PROCID", "SLURM_NTASKS"})
+    EXPECT_NE(m.find(var), std::string::npos) << var << " not in: " << m;
+}
+
+}  // namespace
+}  // namespace coil

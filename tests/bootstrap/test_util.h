@@ -1,0 +1,169 @@
+// Helpers shared by the bootstrap tests: environment save/restore, ranks as
+// threads or forked processes, and the per-rank allGather pattern.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/error.h"
+
+namespace coil::test {
+
+/// Saves the named variables, unsets them, and restores them on scope exit.
+class EnvGuard {
+ public:
+  explicit EnvGuard(std::vector<std::string> names) {
+    for (const auto& n : names) {
+      const char* v = std::getenv(n.c_str());
+      saved_[n] = v ? std::optional<std::string>(v) : std::nullopt;
+      unsetenv(n.c_str());
+    }
+  }
+  ~EnvGuard() {
+    for (const auto& [n, v] : saved_) {
+      if (v) setenv(n.c_str(), v->c_str(), 1);
+      else unsetenv(n.c_str());
+    }
+  }
+  void set(const std::string& name, const std::string& value) {
+    if (!saved_.count(name)) {
+      const char* v = std::getenv(name.c_str());
+      saved_[name] = v ? std::optional<std::string>(v) : std::nullopt;
+    }
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+/// Variables that steer the bootstrap: tests start with none of them set so
+/// that everything stays on 127.0.0.1.
+inline std::vector<std::string> bootstrapVars() {
+  return {"COIL_SOCKET_IFNAME", "COIL_COMM_ID", "COIL_SECRET", "COIL_TIMEOUT_MS"};
+}
+
+inline SocketAddress loopback(uint16_t port = 0) {
+  return SocketAddress::parse("127.0.0.1:" + std::to_string(port));
+}
+
+/// What one rank's run ended with.
+struct RankOutcome {
+  bool ok = false;
+  coilResult_t code = coilSuccess;
+  std::string message;
+  double seconds = 0;
+};
+
+/// Runs body(rank) for rank in [0, n) on n threads; returns each outcome.
+inline std::vector<RankOutcome> runThreads(int n, const std::function<void(int)>& body) {
+  std::vector<RankOutcome> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto start = std::chrono::steady_clock::now();
+      RankOutcome& o = out[static_cast<size_t>(r)];
+      try {
+        body(r);
+        o.ok = true;
+      } catch (const Error& e) {
+        o.code = e.code();
+        o.message = e.what();
+      } catch (const std::exception& e) {
+        o.code = coilInternalError;
+        o.message = std::string("std::exception: ") + e.what();
+      }
+      o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+/// Forks one child per rank running body(rank); a child exits with what
+/// body returns (0: success), or 90 if it threw (the message goes to
+/// stderr). Children never return into the test framework (_exit). Returns
+/// the wait statuses; children still running after timeoutSec are killed.
+inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
+                                     double timeoutSec = 20, std::vector<pid_t>* pidsOut = nullptr,
+                                     const std::function<void(const std::vector<pid_t>&)>& parent =
+                                         nullptr) {
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 91;
+      try {
+        code = body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d (pid %d) failed: %s\n", r, (int)getpid(), e.what());
+        code = 90;
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  if (pidsOut) *pidsOut = pids;
+  if (parent) parent(pids);
+  std::vector<int> status(static_cast<size_t>(n), -1);
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
+  int left = n;
+  while (left > 0) {
+    for (int r = 0; r < n; ++r) {
+      if (status[static_cast<size_t>(r)] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[static_cast<size_t>(r)], &st, WNOHANG) == pids[static_cast<size_t>(r)]) {
+        status[static_cast<size_t>(r)] = st;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    if (std::chrono::steady_clock::now() > until) {
+      for (int r = 0; r < n; ++r)
+        if (status[static_cast<size_t>(r)] == -1) {
+          kill(pids[static_cast<size_t>(r)], SIGKILL);
+          waitpid(pids[static_cast<size_t>(r)], &status[static_cast<size_t>(r)], 0);
+        }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status;
+}
+
+/// The byte rank `rank` contributes at offset i: differs across ranks and
+/// positions, so a misplaced or stale block shows.
+inline uint8_t patternByte(int rank, size_t i) {
+  return static_cast<uint8_t>((rank * 131 + i * 7 + (i >> 8) * 13 + 1) & 0xff);
+}
+
+/// Fills this rank's block of an allGather buffer.
+inline void fillOwnBlock(std::vector<uint8_t>& buf, int rank, size_t bytesPerRank) {
+  for (size_t i = 0; i < bytesPerRank; ++i)
+    buf[static_cast<size_t>(rank) * bytesPerRank + i] = patternByte(rank, i);
+}
+
+/// Index of the first wrong byte of a gathered buffer, or -1 if all right.
+inline int64_t firstWrongByte(const std::vector<uint8_t>& buf, int nranks, size_t bytesPerRank) {
+  for (int r = 0; r < nranks; ++r)
+    for (size_t i = 0; i < bytesPerRank; ++i)
+      if (buf[static_cast<size_t>(r) * bytesPerRank + i] != patternByte(r, i))
+        return static_cast<int64_t>(static_cast<size_t>(r) * bytesPerRank + i);
+  return -1;
+}
+
+}  // namespace coil::test
