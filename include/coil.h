@@ -175,6 +175,92 @@ coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            coilDataType_t datatype, coilRedOp_t op, coilComm_t comm,
                            coilStream_t stream);
 
+
+/* ------------------------------------------------------------------------ */
+/* More collectives (NCCL's argument order and meaning).                     */
+/* All take host buffers, complete before returning (stream must be NULL),  */
+/* accept count == 0 as a no-op, and allow in-place use where NCCL does.    */
+/* ------------------------------------------------------------------------ */
+
+/// Copies `count` elements from the root's sendbuff to every rank's
+/// recvbuff. sendbuff is only read on the root. In-place: sendbuff == recvbuff.
+coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           coilDataType_t datatype, int root, coilComm_t comm,
+                           coilStream_t stream);
+
+/// Reduces every rank's sendbuff with `op` into the root's recvbuff
+/// (recvbuff is only written, and only needed, on the root).
+coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        coilDataType_t datatype, coilRedOp_t op, int root, coilComm_t comm,
+                        coilStream_t stream);
+
+/// Gathers `sendcount` elements from every rank into every rank's recvbuff
+/// (nranks * sendcount elements, rank r's block at r * sendcount).
+/// In-place: sendbuff == recvbuff + rank * sendcount.
+coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           coilDataType_t datatype, coilComm_t comm, coilStream_t stream);
+
+/// Reduces nranks * recvcount elements across ranks and leaves block r
+/// (recvcount elements) on rank r. In-place: recvbuff == sendbuff + rank * recvcount.
+coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               coilDataType_t datatype, coilRedOp_t op, coilComm_t comm,
+                               coilStream_t stream);
+
+/// Sends block p (count elements at p * count) of sendbuff to rank p, and
+/// receives rank p's block into recvbuff at p * count. Not in-place.
+coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          coilDataType_t datatype, coilComm_t comm, coilStream_t stream);
+
+/// Gathers `sendcount` elements from every rank into the root's recvbuff
+/// (rank r's block at r * sendcount).
+coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                        coilDataType_t datatype, int root, coilComm_t comm, coilStream_t stream);
+
+/// Sends block r (recvcount elements at r * recvcount) of the root's
+/// sendbuff to rank r's recvbuff.
+coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                         coilDataType_t datatype, int root, coilComm_t comm, coilStream_t stream);
+
+/// Point-to-point. Sends are matched with receives in order, per pair of
+/// ranks. Outside a group each call blocks until done, so a cycle of sends
+/// can deadlock; inside coilGroupStart/End it cannot.
+coilResult_t coilSend(const void* sendbuff, size_t count, coilDataType_t datatype, int peer,
+                      coilComm_t comm, coilStream_t stream);
+coilResult_t coilRecv(void* recvbuff, size_t count, coilDataType_t datatype, int peer,
+                      coilComm_t comm, coilStream_t stream);
+
+/// Returns once every rank of the communicator has called it.
+coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream);
+
+/// Groups: calls between coilGroupStart and coilGroupEnd (on this thread)
+/// are queued and issued together at coilGroupEnd. Sends and receives in a
+/// group progress concurrently, so no order of them deadlocks; operations on
+/// several communicators (coilCommInitAll) run concurrently too. Groups nest;
+/// only the outermost coilGroupEnd issues. Errors of queued calls are
+/// returned by coilGroupEnd.
+coilResult_t coilGroupStart(void);
+coilResult_t coilGroupEnd(void);
+
+/// Where coilRedOpCreatePreMulSum's scalar lives.
+typedef enum {
+  coilScalarDevice = 0,        ///< scalar points to memory read at call time
+  coilScalarHostImmediate = 1  ///< *scalar is read once, at creation
+} coilScalarResidence_t;
+
+/// Creates an op that multiplies each rank's input by *scalar (of
+/// `datatype`) before summing. Valid on `comm` only, with that datatype.
+coilResult_t coilRedOpCreatePreMulSum(coilRedOp_t* op, void* scalar, coilDataType_t datatype,
+                                      coilScalarResidence_t residence, coilComm_t comm);
+/// Destroys an op made by coilRedOpCreatePreMulSum.
+coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm);
+
+#define COIL_SPLIT_NOCOLOR (-1)
+/// Collective over `comm`: ranks with the same color form a new
+/// communicator, ordered by key (ties: parent rank). color ==
+/// COIL_SPLIT_NOCOLOR gives *newcomm = NULL. config may be NULL.
+coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
+                           coilConfig_t* config);
+
 #ifdef __cplusplus
 }
 #endif

@@ -139,10 +139,32 @@ void FifoExecutor::recvReduceCopy(int from, size_t offset, size_t count) {
   });
 }
 
-void FifoExecutor::copy(size_t offset, size_t count) {
+void FifoExecutor::recvReduce(int from, size_t offset, size_t count) {
+  forSlices(offset, count, sliceElems_, [&](size_t o, size_t n) {
+    const void* src = waitIncoming(from, n * esize_);
+    reduceFn_(out(o), src, in(o), n);
+    doneIncoming(from);
+  });
+}
+
+void FifoExecutor::copy(size_t inOffset, size_t outOffset, size_t count) {
   if (count == 0) return;
-  if (call_.input != call_.output) std::memmove(out(offset), in(offset), count * esize_);
-  finish(out(offset), count);
+  if (in(inOffset) != out(outOffset)) std::memmove(out(outOffset), in(inOffset), count * esize_);
+  finish(out(outOffset), count);
+}
+
+// Alternates one outgoing and one incoming slice, so two ranks exchanging
+// more than a FIFO's worth with each other never both block on a full FIFO.
+void FifoExecutor::sendRecv(int to, size_t inOffset, int from, size_t outOffset, size_t count) {
+  for (size_t done = 0; done < count; done += sliceElems_) {
+    size_t n = std::min(sliceElems_, count - done);
+    void* dst = waitOutgoing(to);
+    std::memcpy(dst, in(inOffset + done), n * esize_);
+    publishOutgoing(to, n * esize_);
+    const void* src = waitIncoming(from, n * esize_);
+    std::memcpy(out(outOffset + done), src, n * esize_);
+    doneIncoming(from);
+  }
 }
 
 }  // namespace coil::algo

@@ -28,6 +28,7 @@ struct CallData {
   coilRedOp_t op;
   int rank;
   int nranks;
+  size_t outputOrigin = 0;  // element offset that output[0] stands for (reduce-scatter)
   uint64_t tag;             // fingerprint stamped on every slot (see fingerprint.h)
   std::string description;  // "allreduce #12 (1024 x float32, sum)" for messages
 };
@@ -45,11 +46,15 @@ class FifoExecutor final : public Primitives {
   void recvReduceCopySend(int from, int to, size_t offset, size_t count) override;
   void recvCopySend(int from, int to, size_t offset, size_t count) override;
   void recvReduceCopy(int from, size_t offset, size_t count) override;
-  void copy(size_t offset, size_t count) override;
+  void recvReduce(int from, size_t offset, size_t count) override;
+  void copy(size_t inOffset, size_t outOffset, size_t count) override;
+  void sendRecv(int to, size_t inOffset, int from, size_t outOffset, size_t count) override;
 
  private:
   const uint8_t* in(size_t elem) const { return static_cast<const uint8_t*>(call_.input) + elem * esize_; }
-  uint8_t* out(size_t elem) const { return static_cast<uint8_t*>(call_.output) + elem * esize_; }
+  uint8_t* out(size_t elem) const {
+    return static_cast<uint8_t*>(call_.output) + (elem - call_.outputOrigin) * esize_;
+  }
   /// Waits for the next slot from `from`; checks its size and fingerprint.
   const void* waitIncoming(int from, size_t bytes);
   void doneIncoming(int from);

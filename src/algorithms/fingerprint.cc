@@ -18,6 +18,15 @@ uint64_t countHash(uint64_t count) {
 const char* collName(CollKind kind) {
   switch (kind) {
     case CollKind::AllReduce: return "allreduce";
+    case CollKind::Broadcast: return "broadcast";
+    case CollKind::Reduce: return "reduce";
+    case CollKind::AllGather: return "allgather";
+    case CollKind::ReduceScatter: return "reducescatter";
+    case CollKind::AllToAll: return "alltoall";
+    case CollKind::Gather: return "gather";
+    case CollKind::Scatter: return "scatter";
+    case CollKind::SendRecv: return "send/recv";
+    case CollKind::Barrier: return "barrier";
   }
   return "collective";
 }

@@ -20,7 +20,18 @@
 
 namespace coil::algo {
 
-enum class CollKind : uint8_t { AllReduce = 1 };
+enum class CollKind : uint8_t {
+  AllReduce = 1,
+  Broadcast = 2,
+  Reduce = 3,
+  AllGather = 4,
+  ReduceScatter = 5,
+  AllToAll = 6,
+  Gather = 7,
+  Scatter = 8,
+  SendRecv = 9,
+  Barrier = 10,
+};
 
 const char* collName(CollKind kind);
 

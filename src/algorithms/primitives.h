@@ -16,7 +16,14 @@
 //   recvReduceCopySend(from,to)  r = fin(in ⊕ input[o]); output[o] ← r; to ← r
 //   recvCopySend(from,to)        output[o] ← in; to ← in
 //   recvReduceCopy(from)         output[o] ← fin(in ⊕ input[o])
-//   copy()                       output[o] ← fin(input[o])
+//   recvReduce(from)             output[o] ← in ⊕ input[o]        (no fin: more to come)
+//   copy(i, o)                   output[o] ← fin(input[i])
+//   sendRecv(to, i, from, o)     to ← input[i] while output[o] ← in, slice by slice
+//                                (both directions progress together: pairwise
+//                                exchanges cannot deadlock on full FIFOs)
+//
+// An algorithm that needs to accumulate in place (trees) runs with input and
+// output pointing at the same buffer; the collective driver arranges that.
 //
 // fin() finishes the reduction: for coilAvg it divides by nranks, otherwise
 // it is the identity. It is applied exactly once per element, on the rank
@@ -36,7 +43,9 @@ class Primitives {
   virtual void recvReduceCopySend(int from, int to, size_t offset, size_t count) = 0;
   virtual void recvCopySend(int from, int to, size_t offset, size_t count) = 0;
   virtual void recvReduceCopy(int from, size_t offset, size_t count) = 0;
-  virtual void copy(size_t offset, size_t count) = 0;
+  virtual void recvReduce(int from, size_t offset, size_t count) = 0;
+  virtual void copy(size_t inOffset, size_t outOffset, size_t count) = 0;
+  virtual void sendRecv(int to, size_t inOffset, int from, size_t outOffset, size_t count) = 0;
 };
 
 /// The shape of one call, as algorithms see it.
@@ -45,6 +54,7 @@ struct CallShape {
   int nranks;
   size_t count;       // elements
   size_t chunkElems;  // most elements one primitive call may move (> 0)
+  int root = 0;       // for rooted collectives
 };
 
 }  // namespace coil::algo

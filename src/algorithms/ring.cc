@@ -35,7 +35,7 @@ void ringAllReduce(Primitives& p, const CallShape& shape) {
   const int n = shape.nranks;
   const int r = shape.rank;
   if (n == 1) {
-    p.copy(0, shape.count);
+    p.copy(0, 0, shape.count);
     return;
   }
   const int prev = mod(r - 1, n);

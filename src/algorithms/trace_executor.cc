@@ -12,7 +12,9 @@ const char* primitiveName(PrimitiveKind kind) {
     case PrimitiveKind::RecvReduceCopySend: return "recvReduceCopySend";
     case PrimitiveKind::RecvCopySend: return "recvCopySend";
     case PrimitiveKind::RecvReduceCopy: return "recvReduceCopy";
+    case PrimitiveKind::RecvReduce: return "recvReduce";
     case PrimitiveKind::Copy: return "copy";
+    case PrimitiveKind::SendRecv: return "sendRecv";
   }
   return "?";
 }
@@ -23,6 +25,7 @@ std::string describe(const TraceStep& s, int rank) {
   if (s.from >= 0) os << s.from << "->";
   os << rank;
   if (s.to >= 0) os << "->" << s.to;
+  if (s.inOffset != SIZE_MAX) os << " [" << s.inOffset << "]=>";
   os << " [" << s.offset << ",+" << s.count << ")";
   return os.str();
 }
@@ -43,6 +46,14 @@ void TraceExecutor::recvCopySend(int from, int to, size_t o, size_t c) {
 void TraceExecutor::recvReduceCopy(int from, size_t o, size_t c) {
   record(PrimitiveKind::RecvReduceCopy, from, -1, o, c);
 }
-void TraceExecutor::copy(size_t o, size_t c) { record(PrimitiveKind::Copy, -1, -1, o, c); }
+void TraceExecutor::recvReduce(int from, size_t o, size_t c) {
+  record(PrimitiveKind::RecvReduce, from, -1, o, c);
+}
+void TraceExecutor::copy(size_t i, size_t o, size_t c) {
+  record(PrimitiveKind::Copy, -1, -1, o, c, i);
+}
+void TraceExecutor::sendRecv(int to, size_t i, int from, size_t o, size_t c) {
+  record(PrimitiveKind::SendRecv, from, to, o, c, i);
+}
 
 }  // namespace coil::algo

@@ -1,4 +1,5 @@
 // Exported collectives: argument validation, then the communicator.
+#include "api/group.h"
 #include "api/guard.h"
 #include "reduce/reduce.h"
 
@@ -34,8 +35,26 @@ void checkType(int type) {
   if (!reduce::validType(type)) fail(coilInvalidArgument, "invalid datatype ", type);
 }
 
-void checkOp(int op) {
-  if (!reduce::validOp(op)) fail(coilInvalidArgument, "invalid reduction op ", op);
+void checkOp(const Communicator& c, int op, coilDataType_t type) {
+  if (!c.validOp(op, type))
+    fail(coilInvalidArgument, "invalid reduction op ", op,
+         op >= coilNumOps ? " (not a pre-multiplied sum of this communicator and datatype)" : "");
+}
+
+void checkRoot(const Communicator& c, int root) {
+  if (root < 0 || root >= c.nranks())
+    fail(coilInvalidArgument, "root ", root, " is out of range [0, ", c.nranks(), ")");
+}
+
+void checkPeer(const Communicator& c, int peer) {
+  if (peer < 0 || peer >= c.nranks())
+    fail(coilInvalidArgument, "peer ", peer, " is out of range [0, ", c.nranks(), ")");
+}
+
+// Runs now, or queues when inside coilGroupStart/End.
+void issue(coilComm* comm, Communicator& c, const CollectiveCall& call) {
+  if (inGroup()) enqueueCollective(comm, call);
+  else c.collective(call);
 }
 
 }  // namespace
@@ -50,9 +69,185 @@ extern "C" coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size
     Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
     api::checkType(datatype);
-    api::checkOp(op);
+    api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(count, datatype);
     api::checkBuffers(sendbuff, bytes, recvbuff, bytes, stream);
-    c.allReduce(sendbuff, recvbuff, count, datatype, op);
+    api::issue(comm, c, {algo::CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0});
   });
+}
+
+extern "C" coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                      coilDataType_t datatype, int root, coilComm_t comm,
+                                      coilStream_t stream) {
+  return guarded("coilBroadcast", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkRoot(c, root);
+    size_t bytes = api::checkedBytes(count, datatype);
+    api::checkBuffers(c.rank() == root ? sendbuff : nullptr, c.rank() == root ? bytes : 0,
+                      recvbuff, bytes, stream);
+    api::issue(comm, c, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root});
+  });
+}
+
+extern "C" coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                   coilDataType_t datatype, coilRedOp_t op, int root,
+                                   coilComm_t comm, coilStream_t stream) {
+  return guarded("coilReduce", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkOp(c, op, datatype);
+    api::checkRoot(c, root);
+    size_t bytes = api::checkedBytes(count, datatype);
+    api::checkBuffers(sendbuff, bytes, c.rank() == root ? recvbuff : nullptr,
+                      c.rank() == root ? bytes : 0, stream);
+    api::issue(comm, c, {algo::CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root});
+  });
+}
+
+extern "C" coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                      coilDataType_t datatype, coilComm_t comm,
+                                      coilStream_t stream) {
+  return guarded("coilAllGather", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    size_t bytes = api::checkedBytes(sendcount, datatype);
+    size_t total = api::checkedBytes(sendcount * static_cast<size_t>(c.nranks()), datatype);
+    // In-place is sendbuff == recvbuff + rank * sendcount: a partial overlap
+    // that is allowed, so compare against this rank's own block.
+    const uint8_t* mine = static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(c.rank()) * bytes;
+    if (sendbuff != mine) api::checkBuffers(sendbuff, bytes, recvbuff, total, stream);
+    else api::checkBuffers(nullptr, 0, recvbuff, total, stream);
+    api::issue(comm, c, {algo::CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, coilSum, 0});
+  });
+}
+
+extern "C" coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          coilDataType_t datatype, coilRedOp_t op,
+                                          coilComm_t comm, coilStream_t stream) {
+  return guarded("coilReduceScatter", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkOp(c, op, datatype);
+    size_t bytes = api::checkedBytes(recvcount, datatype);
+    size_t total = api::checkedBytes(recvcount * static_cast<size_t>(c.nranks()), datatype);
+    const uint8_t* mine = static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(c.rank()) * bytes;
+    if (recvbuff != mine) api::checkBuffers(sendbuff, total, recvbuff, bytes, stream);
+    else api::checkBuffers(sendbuff, total, nullptr, 0, stream);
+    api::issue(comm, c, {algo::CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0});
+  });
+}
+
+extern "C" coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                     coilDataType_t datatype, coilComm_t comm,
+                                     coilStream_t stream) {
+  return guarded("coilAlltoAll", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    size_t total = api::checkedBytes(count * static_cast<size_t>(c.nranks()), datatype);
+    if (total > 0 && sendbuff == recvbuff)
+      fail(coilInvalidArgument, "all-to-all cannot run in place (sendbuff == recvbuff)");
+    api::checkBuffers(sendbuff, total, recvbuff, total, stream);
+    api::issue(comm, c, {algo::CollKind::AllToAll, sendbuff, recvbuff, count, datatype, coilSum, 0});
+  });
+}
+
+extern "C" coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                   coilDataType_t datatype, int root, coilComm_t comm,
+                                   coilStream_t stream) {
+  return guarded("coilGather", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkRoot(c, root);
+    size_t bytes = api::checkedBytes(sendcount, datatype);
+    size_t total = api::checkedBytes(sendcount * static_cast<size_t>(c.nranks()), datatype);
+    if (c.rank() != root) api::checkBuffers(sendbuff, bytes, nullptr, 0, stream);
+    else if (sendbuff == static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(root) * bytes)
+      api::checkBuffers(nullptr, 0, recvbuff, total, stream);
+    else api::checkBuffers(sendbuff, bytes, recvbuff, total, stream);
+    api::issue(comm, c, {algo::CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, coilSum, root});
+  });
+}
+
+extern "C" coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                    coilDataType_t datatype, int root, coilComm_t comm,
+                                    coilStream_t stream) {
+  return guarded("coilScatter", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkRoot(c, root);
+    size_t bytes = api::checkedBytes(recvcount, datatype);
+    size_t total = api::checkedBytes(recvcount * static_cast<size_t>(c.nranks()), datatype);
+    if (c.rank() != root) api::checkBuffers(nullptr, 0, recvbuff, bytes, stream);
+    else if (recvbuff == static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(root) * bytes)
+      api::checkBuffers(sendbuff, total, nullptr, 0, stream);
+    else api::checkBuffers(sendbuff, total, recvbuff, bytes, stream);
+    api::issue(comm, c, {algo::CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, coilSum, root});
+  });
+}
+
+static coilResult_t pointToPoint(const char* fn, bool isSend, const void* buf, size_t count,
+                                 coilDataType_t datatype, int peer, coilComm_t comm,
+                                 coilStream_t stream) {
+  return guarded(fn, comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkType(datatype);
+    api::checkPeer(c, peer);
+    size_t bytes = api::checkedBytes(count, datatype);
+    if (isSend) api::checkBuffers(buf, bytes, nullptr, 0, stream);
+    else api::checkBuffers(nullptr, 0, buf, bytes, stream);
+    P2pCall call{isSend, const_cast<void*>(buf), count, datatype, peer};
+    if (api::inGroup()) api::enqueueP2p(comm, call);
+    else if (peer == c.rank())
+      fail(coilInvalidUsage, "a send to or receive from this rank itself must be inside "
+                             "coilGroupStart/coilGroupEnd together with its match");
+    else c.pointToPoint({call});
+  });
+}
+
+extern "C" coilResult_t coilSend(const void* sendbuff, size_t count, coilDataType_t datatype,
+                                 int peer, coilComm_t comm, coilStream_t stream) {
+  return pointToPoint("coilSend", true, sendbuff, count, datatype, peer, comm, stream);
+}
+
+extern "C" coilResult_t coilRecv(void* recvbuff, size_t count, coilDataType_t datatype, int peer,
+                                 coilComm_t comm, coilStream_t stream) {
+  return pointToPoint("coilRecv", false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+extern "C" coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream) {
+  return guarded("coilBarrier", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    api::checkBuffers(nullptr, 0, nullptr, 0, stream);
+    if (api::inGroup()) fail(coilInvalidUsage, "coilBarrier cannot be called inside a group");
+    c.barrier();
+  });
+}
+
+extern "C" coilResult_t coilRedOpCreatePreMulSum(coilRedOp_t* op, void* scalar,
+                                                 coilDataType_t datatype,
+                                                 coilScalarResidence_t residence,
+                                                 coilComm_t comm) {
+  return guarded("coilRedOpCreatePreMulSum", comm, [&] {
+    Communicator& c = api::usable(comm);
+    if (op == nullptr) fail(coilInvalidArgument, "op is NULL");
+    if (scalar == nullptr) fail(coilInvalidArgument, "scalar is NULL");
+    api::checkType(datatype);
+    if (residence != coilScalarDevice && residence != coilScalarHostImmediate)
+      fail(coilInvalidArgument, "invalid scalar residence ", static_cast<int>(residence));
+    *op = c.createPreMulSum(scalar, datatype, residence == coilScalarHostImmediate);
+  });
+}
+
+extern "C" coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm) {
+  return guarded("coilRedOpDestroy", comm, [&] { api::usable(comm).destroyOp(op); });
 }

@@ -50,14 +50,9 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts) {
   h->initState.store(rc);
 }
 
-coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, int rank,
-                      const coilConfig_t* config) {
-  return guarded("coilCommInitRank", nullptr, [&] {
-    if (out == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
-    *out = nullptr;
-    checkRank(nranks, rank);
+// Creates the handle and runs (or starts, when non-blocking) the init.
+coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const coilConfig_t* config) {
     CommOptions opts = optionsFrom(config);
-    UniqueIdData id = decodeUniqueId(commId);
     auto h = std::make_unique<coilComm>();
     h->rank = rank;
     h->nranks = nranks;
@@ -71,7 +66,17 @@ coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, i
       coilComm* raw = h.get();
       h->initThread = std::thread([raw, id, opts] { runInit(raw, id, opts); });
     }
-    *out = h.release();
+    return h.release();
+}
+
+coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, int rank,
+                      const coilConfig_t* config) {
+  return guarded("coilCommInitRank", nullptr, [&] {
+    if (out == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
+    *out = nullptr;
+    checkRank(nranks, rank);
+    optionsFrom(config);  // validate before anything starts
+    *out = createHandle(decodeUniqueId(commId), nranks, rank, config);
   });
 }
 
@@ -167,6 +172,24 @@ coilResult_t coilCommInitFromEnv(coilComm_t* comm) {
   if (rc != coilSuccess) return rc;
   COIL_INFO(kInit, "launched by ", info.launcher, ": rank ", info.rank, " of ", info.nranks);
   return api::initRank(comm, info.nranks, encodeUniqueId(info.id), info.rank, nullptr);
+}
+
+coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
+                           coilConfig_t* config) {
+  return guarded("coilCommSplit", comm, [&] {
+    Communicator& c = api::usable(comm);
+    api::InFlight busy(comm);
+    if (newcomm == nullptr) fail(coilInvalidArgument, "newcomm is NULL");
+    *newcomm = nullptr;
+    if (color < 0 && color != COIL_SPLIT_NOCOLOR)
+      fail(coilInvalidArgument, "color must be >= 0 or COIL_SPLIT_NOCOLOR (got ", color, ")");
+    api::optionsFrom(config);
+    SplitPlan plan = c.planSplit(color, key);
+    if (!plan.member) return;
+    // The child gets its own connections: simple and independent of the
+    // parent's lifetime (destroying the parent does not break the child).
+    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, config);
+  });
 }
 
 coilResult_t coilCommFinalize(coilComm_t comm) {

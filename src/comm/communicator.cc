@@ -60,8 +60,12 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   pids[rank] = getpid();
   bootstrap_->allGather(pids.data(), sizeof(int32_t));
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(pids[0]);
+  algoOverride_ = tune::AlgorithmOverride(env::get("COIL_ALGO").value_or(""));
   connectPeers(deadline);
   agreeOnSlices();
+  linkModel_ = tune::linkModel(slowestTransport());
+  sendSeq_.assign(static_cast<size_t>(nranks), 0);
+  recvSeq_.assign(static_cast<size_t>(nranks), 0);
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " ready (slice ", sliceBytes_ / 1024, " KiB, ",
             slicesPerChunk_, " slices per chunk)");
 }
@@ -189,47 +193,80 @@ void Communicator::closeAll() noexcept {
   if (bootstrap_) bootstrap_->close();
 }
 
-void Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
-                             coilDataType_t type, coilRedOp_t op) {
+void Communicator::barrier() {
+  uint8_t token = 1, out = 0;
+  collective({algo::CollKind::Barrier, &token, &out, 1, coilUint8, coilMax, 0});
+}
+
+std::string Communicator::slowestTransport() const {
+  for (auto* c : peers_)
+    if (c && std::string(c->transportName()) != "shm") return c->transportName();
+  return "shm";
+}
+
+SplitPlan Communicator::planSplit(int color, int key) {
   checkUsable();
-  const uint32_t seq = ++seq_;
-  if (count == 0) return;
-
-  algo::CallData call;
-  call.input = sendbuff;
-  call.output = recvbuff;
-  call.count = count;
-  call.type = type;
-  call.op = op;
-  call.rank = rank_;
-  call.nranks = nranks_;
-  call.tag = algo::Fingerprint{seq, algo::CollKind::AllReduce, type, op, count}.encode();
-  std::ostringstream desc;
-  desc << "allreduce #" << seq << " (" << count << " x " << reduce::typeName(type) << ", "
-       << reduce::opName(op) << ")";
-  call.description = desc.str();
-
-  const size_t sliceElems = sliceBytes_ / reduce::typeSize(type);
-  algo::CallShape shape{rank_, nranks_, count, sliceElems * slicesPerChunk_};
-  COIL_INFO(kColl, call.description, ": algorithm ring, chunk ", shape.chunkElems, " elements");
-
-  transport::WaitWatch watch{Deadline::after(options_.timeoutMs), abortFlag_};
+  struct Entry {
+    int32_t color, key, rank;
+  };
+  std::vector<Entry> all(static_cast<size_t>(nranks_));
+  all[rank_] = {color, key, rank_};
+  std::vector<std::vector<uint8_t>> unused;
   try {
-    algo::FifoExecutor exec(peers_, sliceBytes_, watch, call);
-    algo::ringAllReduce(exec, shape);
+    bootstrap_->setDeadline(Deadline::after(options_.timeoutMs));
+    bootstrap_->allGather(all.data(), sizeof(Entry));
+    std::vector<Entry> members;
+    for (const Entry& e : all)
+      if (e.color == color && color != COIL_SPLIT_NOCOLOR) members.push_back(e);
+    std::sort(members.begin(), members.end(), [](const Entry& a, const Entry& b) {
+      return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+    });
+    SplitPlan plan;
+    const bool leader = !members.empty() && members.front().rank == rank_;
+    // Each color's leader hosts its child's rendezvous on this rank's interface.
+    std::vector<coilUniqueId> ids(static_cast<size_t>(nranks_));
+    std::memset(ids.data(), 0, ids.size() * sizeof(coilUniqueId));
+    if (leader) {
+      SocketAddress bind = bootstrap_->localAddress();
+      bind.setPort(0);
+      ids[rank_] = encodeUniqueId(startRoot(bind, options_.timeoutMs));
+    }
+    bootstrap_->allGather(ids.data(), sizeof(coilUniqueId));
+    if (members.empty()) return plan;
+    plan.member = true;
+    plan.id = decodeUniqueId(ids[members.front().rank]);
+    plan.nranks = static_cast<int>(members.size());
+    for (size_t i = 0; i < members.size(); ++i)
+      if (members[i].rank == rank_) plan.rank = static_cast<int>(i);
+    return plan;
   } catch (const Error& e) {
     breakWith(e);
   }
 }
 
-void Communicator::barrier() {
-  checkUsable();
-  try {
-    bootstrap_->setDeadline(Deadline::after(options_.timeoutMs));
-    bootstrap_->barrier();
-  } catch (const Error& e) {
-    breakWith(e);
+coilRedOp_t Communicator::createPreMulSum(const void* scalar, coilDataType_t type,
+                                          bool hostImmediate) {
+  PreMulSum op{type, scalar, {}};
+  if (hostImmediate) {
+    const auto* p = static_cast<const uint8_t*>(scalar);
+    op.immediate.assign(p, p + reduce::typeSize(type));
+    op.scalarPtr = nullptr;
   }
+  int id = nextOp_++;
+  preMulOps_[id] = std::move(op);
+  return static_cast<coilRedOp_t>(id);
+}
+
+void Communicator::destroyOp(coilRedOp_t op) {
+  if (preMulOps_.erase(op) == 0)
+    fail(coilInvalidArgument, "op ", static_cast<int>(op),
+         " was not created by coilRedOpCreatePreMulSum on this communicator");
+}
+
+bool Communicator::validOp(int op, coilDataType_t type) const {
+  if (reduce::validOp(op)) return true;
+  auto it = preMulOps_.find(op);
+  return it != preMulOps_.end() && it->second.type == type;
 }
 
 }  // namespace coil

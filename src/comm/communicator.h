@@ -13,17 +13,50 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
+#include "tune/tuner.h"
 #include "core/error.h"
 #include "coil.h"
 #include "transports/transport.h"
 
 namespace coil {
+
+/// One collective call as the API received it (counts as the API defines them:
+/// sendcount for all-gather/gather, recvcount for reduce-scatter/scatter,
+/// the per-peer count for all-to-all).
+struct CollectiveCall {
+  algo::CollKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  coilDataType_t type;
+  coilRedOp_t op;  // coilSum for collectives without an op
+  int root;        // 0 for collectives without a root
+};
+
+/// A point-to-point operation (coilSend / coilRecv).
+struct P2pCall {
+  bool isSend;
+  void* buffer;
+  size_t count;
+  coilDataType_t type;
+  int peer;
+};
+
+/// What coilCommSplit tells one rank.
+struct SplitPlan {
+  bool member = false;  // false for COIL_SPLIT_NOCOLOR
+  UniqueIdData id{};
+  int rank = -1;
+  int nranks = 0;
+};
 
 struct CommOptions {
   int64_t timeoutMs = 30 * 60 * 1000;  // every wait's deadline
@@ -50,11 +83,24 @@ class Communicator {
   /// coilSuccess, or the error that broke this communicator.
   coilResult_t asyncError() const { return asyncError_.load(); }
 
-  /// All-reduce (arguments already validated by the API layer).
-  void allReduce(const void* sendbuff, void* recvbuff, size_t count, coilDataType_t type,
-                 coilRedOp_t op);
-  /// Collective: returns once every rank has called it (coilCommFinalize).
+  /// Runs a collective (arguments already validated by the API layer).
+  void collective(const CollectiveCall& call);
+  /// Runs point-to-point operations concurrently: they complete in any
+  /// order, so no send/recv pattern among them can deadlock. A single call
+  /// outside a group is a batch of one.
+  void pointToPoint(const std::vector<P2pCall>& calls);
+  /// Collective: returns once every rank has called it.
   void barrier();
+  /// Collective over this communicator: decides the child communicator of
+  /// this rank (the leader of each color hosts the child's rendezvous).
+  SplitPlan planSplit(int color, int key);
+
+  /// coilRedOpCreatePreMulSum / coilRedOpDestroy.
+  coilRedOp_t createPreMulSum(const void* scalar, coilDataType_t type, bool hostImmediate);
+  void destroyOp(coilRedOp_t op);
+  /// A built-in op, or a pre-multiplied sum created on this communicator
+  /// for exactly this datatype.
+  bool validOp(int op, coilDataType_t type) const;
   /// Breaks the communicator: closes every connection so blocked peers fail.
   /// Thread-safe; the abort flag itself is set by the owner.
   void closeAll() noexcept;
@@ -64,6 +110,14 @@ class Communicator {
   void agreeOnSlices();
   [[noreturn]] void breakWith(const Error& e);
   void checkUsable() const;
+  std::string slowestTransport() const;
+  void runScheduled(const CollectiveCall& call, uint32_t seq);
+
+  struct PreMulSum {
+    coilDataType_t type;
+    const void* scalarPtr;           // coilScalarDevice: read at call time
+    std::vector<uint8_t> immediate;  // coilScalarHostImmediate
+  };
 
   int rank_;
   int nranks_;
@@ -77,6 +131,11 @@ class Communicator {
   size_t sliceBytes_ = 0;
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
+  std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
+  tune::AlgorithmOverride algoOverride_;
+  tune::LinkModel linkModel_{};
+  std::map<int, PreMulSum> preMulOps_;
+  int nextOp_ = coilNumOps;
   std::atomic<coilResult_t> asyncError_{coilSuccess};
   std::mutex closeMutex_;
   bool closed_ = false;

@@ -6,6 +6,15 @@
 // coilAvg is not a kernel of its own: collectives reduce with coilSum and
 // finish with divide() once, on the rank that completes each element, so
 // every rank gets the same bits.
+//
+// Semantics shared by every implementation (bit for bit, tested):
+//   * integer sum/prod wrap (two's complement), max/min compare;
+//   * float max(a,b) = a > b ? a : b, min likewise (equal inputs, e.g.
+//     +0/-0, give b);
+//   * a float result that is NaN (NaN input to any op, Inf-Inf, 0*Inf) is
+//     the canonical quiet NaN: fp32 0x7FC00000, fp64 0x7FF8000000000000,
+//     fp16 0x7E00, bf16 0x7FC0. Payloads are not kept: x86 keeps one
+//     operand's payload depending on operand order, which compilers swap.
 #pragma once
 
 #include <cstddef>
@@ -19,27 +28,41 @@ namespace coil::reduce {
 /// alignment is required.
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 
-/// dst[i] = src[i] / divisor (integers truncate toward zero, like C). dst may
-/// alias src.
+/// dst[i] = src[i] / divisor (integers truncate toward zero, like C; floats
+/// divide in their own precision, fp16/bf16 in fp32 with one rounding back).
+/// dst may alias src. divisor must be >= 1 (the rank count); otherwise the
+/// kernel throws coil::Error(coilInvalidArgument).
 using DivideFn = void (*)(void* dst, const void* src, size_t count, int divisor);
 
 /// Kernel for (type, op). coilAvg returns the coilSum kernel. Both arguments
-/// must be valid (see validType/validOp).
+/// must be valid (see validType/validOp); otherwise throws
+/// coil::Error(coilInvalidArgument).
 ReduceFn kernel(coilDataType_t type, coilRedOp_t op);
-/// Division kernel used to finish coilAvg.
+/// Division kernel used to finish coilAvg; throws like kernel() for an
+/// invalid type.
 DivideFn divider(coilDataType_t type);
 
+/// True for 0 <= type < coilNumTypes.
 bool validType(int type);
+/// True for 0 <= op < coilNumOps (coilAvg included).
 bool validOp(int op);
+/// Bytes per element; throws coil::Error(coilInvalidArgument) for an invalid type.
 size_t typeSize(coilDataType_t type);
-const char* typeName(coilDataType_t type);  // "float32", "bfloat16", ...
-const char* opName(coilRedOp_t op);         // "sum", "prod", "max", "min", "avg"
+/// "float32", "bfloat16", ...; "invalid-type" for an invalid value (safe in messages).
+const char* typeName(coilDataType_t type);
+/// "sum", "prod", "max", "min", "avg"; "invalid-op" for an invalid value.
+const char* opName(coilRedOp_t op);
 
-/// Which implementation the dispatcher picked: "avx512", "avx2" or "generic".
-/// COIL_REDUCE_ISA=generic|avx2|avx512 forces one (tests use it to cover all).
+/// Which implementation the dispatcher picked: "avx512", "avx2" or "generic",
+/// chosen once per process: the best one the CPU runs.
+/// COIL_REDUCE_ISA=generic|avx2|avx512 forces one. A name this CPU (or build)
+/// cannot run logs a warning and the best available one is used; any other
+/// value throws coil::Error(coilInvalidUsage) from the first lookup.
 const char* activeIsa();
 
 /// Scalar conversions (round-to-nearest-even), exposed for tests and tools.
+/// Widening is exact (an fp16 NaN comes back quiet); narrowing overflows to
+/// ±Inf, produces subnormals, and keeps a NaN a NaN (quiet, top payload bits).
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t b);

@@ -1,0 +1,141 @@
+// Point-to-point: coilSend/coilRecv, alone or as a group.
+//
+// All operations of a batch progress together: each pass over the batch
+// moves whatever slices can move without waiting (a free slot to send into,
+// a filled slot to read). Only when a whole pass moves nothing does the
+// thread back off (spin, then yield, then short sleeps). So any set of sends
+// and receives that matches up completes, in whatever order ranks listed
+// them: the classic "everyone sends first" ring cannot deadlock.
+//
+// Sends and receives between two ranks match in order. Each direction of
+// each pair keeps its own sequence number, stamped on every slot, so a
+// count mismatch is reported rather than silently misread.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <sstream>
+#include <thread>
+
+#include "algorithms/fingerprint.h"
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "reduce/reduce.h"
+
+namespace coil {
+namespace {
+
+struct Task {
+  P2pCall call;
+  size_t bytes = 0;
+  size_t done = 0;
+  uint64_t tag = 0;
+  transport::Connection* conn = nullptr;
+  bool finished() const { return done >= bytes; }
+};
+
+}  // namespace
+
+void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
+  checkUsable();
+  std::vector<Task> tasks;
+  std::deque<Task*> selfSends, selfRecvs;
+  for (const P2pCall& c : calls) {
+    Task t;
+    t.call = c;
+    t.bytes = c.count * reduce::typeSize(c.type);
+    uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
+    t.tag = algo::Fingerprint{seq, algo::CollKind::SendRecv, c.type, coilSum, c.count}.encode();
+    t.conn = peers_[c.peer];
+    tasks.push_back(t);
+  }
+  // A rank sending to itself: pair its sends and receives in order and copy.
+  for (Task& t : tasks)
+    if (t.call.peer == rank_) (t.call.isSend ? selfSends : selfRecvs).push_back(&t);
+  if (selfSends.size() != selfRecvs.size())
+    fail(coilInvalidUsage, "a group sends ", selfSends.size(), " message(s) to this rank (", rank_,
+         ") but receives ", selfRecvs.size(), " from it");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    Task* s = selfSends[i];
+    Task* r = selfRecvs[i];
+    if (s->bytes != r->bytes)
+      fail(coilInvalidUsage, "send to self of ", s->bytes, " bytes matched with a receive of ",
+           r->bytes, " bytes");
+    if (s->bytes) std::memmove(r->call.buffer, s->call.buffer, s->bytes);
+    s->done = s->bytes;
+    r->done = r->bytes;
+  }
+
+  const size_t slice = sliceBytes_;
+  const Deadline deadline = Deadline::after(options_.timeoutMs);
+  auto describe = [&](const Task& t) {
+    std::ostringstream os;
+    os << (t.call.isSend ? "send to rank " : "recv from rank ") << t.call.peer << " ("
+       << t.call.count << " x " << reduce::typeName(t.call.type) << ")";
+    return os.str();
+  };
+  try {
+    int idle = 0;
+    for (;;) {
+      bool moved = false, pending = false;
+      for (Task& t : tasks) {
+        if (t.finished()) continue;
+        pending = true;
+        auto* base = static_cast<uint8_t*>(t.call.buffer) + t.done;
+        const size_t n = std::min(slice, t.bytes - t.done);
+        if (t.call.isSend) {
+          void* slot = t.conn->sendFifo().tryAcquire();
+          if (!slot) continue;
+          std::memcpy(slot, base, n);
+          t.conn->sendFifo().publish(static_cast<uint32_t>(n), t.tag);
+          t.conn->kick();
+        } else {
+          transport::RecvSlot in;
+          if (!t.conn->recvFifo().tryPeek(&in)) continue;
+          if (in.tag != t.tag)
+            fail(coilInvalidUsage, describe(t), ": mismatched with rank ", t.call.peer, ": ",
+                 algo::explainMismatch(in.tag, t.tag));
+          if (in.bytes != n)
+            fail(coilInvalidUsage, describe(t), ": rank ", t.call.peer, " sent a slice of ",
+                 in.bytes, " bytes where ", n, " were expected: the counts differ");
+          std::memcpy(base, in.data, n);
+          t.conn->recvFifo().release();
+          t.conn->kick();
+        }
+        t.done += n;
+        moved = true;
+      }
+      if (!pending) return;
+      if (moved) {
+        idle = 0;
+        continue;
+      }
+      // Nothing could move: check for failures, then back off.
+      if (abortFlag_ && abortFlag_->load()) fail(coilRemoteError, "point-to-point: communicator aborted");
+      for (const Task& t : tasks) {
+        if (t.finished()) continue;
+        const transport::FifoControl* ctl =
+            (t.call.isSend ? t.conn->sendFifo() : t.conn->recvFifo()).control();
+        bool closed = t.call.isSend ? ctl->consumerClosed.load() : ctl->producerClosed.load();
+        int32_t pid = t.call.isSend ? ctl->consumerPid : ctl->producerPid;
+        if (closed || transport::processGone(pid))
+          fail(coilRemoteError, describe(t), ": rank ", t.call.peer,
+               " closed its connection or died");
+      }
+      if (deadline.expired())
+        fail(coilTimeout, "point-to-point: timed out after ", options_.timeoutMs, " ms; first pending: ",
+             describe(*std::find_if(tasks.begin(), tasks.end(), [](const Task& t) { return !t.finished(); })));
+      ++idle;
+      if (idle < 64) continue;
+      if (idle < 128) sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 20 : 200));
+    }
+  } catch (const Error& e) {
+    breakWith(e);
+  }
+}
+
+}  // namespace coil
