@@ -20,7 +20,9 @@
 // different call (a mismatched program) fails loudly instead of reducing it.
 //
 // Counters are 32-bit so that waiters can sleep on them with a futex; they
-// wrap, and every comparison is a wrapping subtraction.
+// wrap, and every comparison is a wrapping subtraction. The slot index is
+// counter % slotCount, which stays consistent across the 2^32 wrap only when
+// slotCount is a power of two: transports must only create such FIFOs.
 #pragma once
 
 #include <atomic>

@@ -89,7 +89,9 @@ class Transport {
   /// peerRanks[i]. Must be called by every rank (peer lists may be empty).
   virtual std::vector<std::unique_ptr<Connection>> connect(SetupContext& ctx,
                                                            const std::vector<int>& peerRanks) = 0;
-  /// Closes every connection and stops helper threads. Idempotent.
+  /// Stops helper threads (after letting them deliver what was already
+  /// published, bounded) and closes every connection. Idempotent. The owner
+  /// calls it BEFORE destroying the connections connect() returned.
   virtual void shutdown() noexcept = 0;
 };
 

@@ -95,6 +95,8 @@ class ShmTransport final : public Transport {
                   static_cast<uint32_t>(
                       env::getInt("COIL_SHM_SLOT_BYTES", 4096, 64 << 20).value_or(256 << 10))};
     layout.slotBytes = static_cast<uint32_t>(roundUp(layout.slotBytes, 64));
+    if ((layout.slotCount & (layout.slotCount - 1)) != 0)
+      fail(coilInvalidUsage, "COIL_SHM_SLOTS=", layout.slotCount, " must be a power of two");
 
     // 1. Own segment with one incoming FIFO per local peer.
     std::string myName;

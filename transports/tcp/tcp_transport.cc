@@ -1,0 +1,347 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_proxy.h"
+
+namespace coil::transport::tcp {
+
+namespace {
+
+constexpr const char* kAuthPurpose = "tcp-data";
+constexpr uint32_t kRecordMagic = 0x43544c31;  // "1LTC": a listener record
+constexpr uint32_t kHelloMagic = 0x43544831;   // "1HTC": a data socket's hello
+constexpr uint32_t kMaxSlotBytes = 64u << 20;
+// Large socket buffers keep several slots in flight. A peer's sockets share
+// one budget, so more sockets do not multiply kernel memory; the kernel also
+// clamps each request to net.core.{w,r}mem_max.
+constexpr int kPeerBufferBytes = 8 << 20;
+constexpr int kMinSocketBufferBytes = 1 << 20;
+// A stranger that connects and stays silent must not hold the accept loop
+// until the communicator's deadline; a real peer answers in milliseconds.
+constexpr int kHandshakeMs = 5000;
+
+/// What every rank publishes about its data listener (allGathered).
+struct ListenerRecord {
+  uint32_t magic;
+  uint32_t hasListener;
+  uint32_t nsocks;
+  uint32_t slotCount;
+  uint32_t slotBytes;
+  uint32_t addressLength;
+  sockaddr_storage address;
+};
+static_assert(std::is_trivially_copyable_v<ListenerRecord>);
+
+/// First message on a data socket after authentication.
+struct Hello {
+  uint32_t magic;
+  int32_t fromRank;
+  int32_t toRank;
+  uint32_t socketIndex;
+  uint32_t nsocks;
+  uint32_t slotCount;
+  uint32_t slotBytes;
+  uint32_t reserved;
+};
+static_assert(sizeof(Hello) == 32);
+
+bool isPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+void setBufferSizes(Socket& s, int nsocks) {
+  int bytes = std::max(kMinSocketBufferBytes, kPeerBufferBytes / nsocks);
+  // Best effort: a smaller buffer is slower, not wrong.
+  if (setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
+      setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0)
+    COIL_TRACE(kNet, "tcp: cannot set socket buffers to ", bytes, " bytes: ", std::strerror(errno));
+}
+
+SocketAddress addressOf(const ListenerRecord& r) {
+  SocketAddress a;
+  a.storage = r.address;
+  a.length = r.addressLength;
+  return a;
+}
+
+Deadline handshakeDeadline(const Deadline& overall) {
+  int ms = std::min(overall.remainingMs(), kHandshakeMs);
+  return Deadline::after(std::max(ms, 1));
+}
+
+std::string describeOptions(uint32_t nsocks, uint32_t slotCount, uint32_t slotBytes) {
+  std::ostringstream os;
+  os << "nsocks=" << nsocks << " slots=" << slotCount << "x" << slotBytes << "B";
+  return os.str();
+}
+
+/// Per-connect() state shared by the connecting and accepting halves.
+class Setup {
+ public:
+  Setup(SetupContext& ctx, const TcpOptions& o) : ctx_(ctx), o_(o) {}
+
+  /// Opens `nsocks` authenticated sockets to the higher rank `peer`.
+  std::vector<Socket> connectTo(int peer, const ListenerRecord& rec) {
+    if (!rec.hasListener)
+      fail(coilInvalidUsage, "tcp: rank ", ctx_.rank, " lists rank ", peer,
+           " as a peer but rank ", peer, " does not list rank ", ctx_.rank,
+           " (peer lists passed to connect() must be symmetric)");
+    const SocketAddress addr = addressOf(rec);
+    std::vector<Socket> sockets;
+    for (int i = 0; i < o_.nsocks; ++i) {
+      try {
+        Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag);
+        setBufferSizes(s, o_.nsocks);
+        auth::proveAsClient(s, ctx_.bootstrap.secret(), kAuthPurpose, ctx_.deadline);
+        Hello hello{kHelloMagic,
+                    ctx_.rank,
+                    peer,
+                    static_cast<uint32_t>(i),
+                    static_cast<uint32_t>(o_.nsocks),
+                    o_.slotCount,
+                    o_.slotBytes,
+                    0};
+        s.sendAll(&hello, sizeof hello, ctx_.deadline, ctx_.abortFlag, "tcp data peer");
+        sockets.push_back(std::move(s));
+      } catch (const Error& e) {
+        fail(e.code(), "tcp: connecting socket ", i + 1, "/", o_.nsocks, " to rank ", peer, " at ",
+             addr.toString(), ": ", e.what());
+      }
+    }
+    return sockets;
+  }
+
+  /// Accepts `nsocks` sockets from every rank in `lower`, dropping strangers.
+  void acceptFrom(Socket& listener, const std::vector<int>& lower,
+                  std::map<int, std::vector<Socket>>& out) {
+    for (int peer : lower) out[peer].resize(static_cast<size_t>(o_.nsocks));
+    size_t missing = lower.size() * static_cast<size_t>(o_.nsocks);
+    while (missing > 0) {
+      SocketAddress from;
+      Socket s;
+      try {
+        s = listener.accept(ctx_.deadline, ctx_.abortFlag, &from);
+      } catch (const Error& e) {
+        fail(e.code(), "tcp: rank ", ctx_.rank, " waiting for data connections from ",
+             describeMissing(lower, out), ": ", e.what());
+      }
+      std::string why;
+      if (admit(s, lower, out, &why)) {
+        --missing;
+      } else {
+        COIL_WARN(kNet, "tcp: refused data connection from ", from.toString(), ": ", why);
+      }
+    }
+  }
+
+ private:
+  /// Authenticates `s` and checks its hello; on success stores it in `out`.
+  bool admit(Socket& s, const std::vector<int>& lower, std::map<int, std::vector<Socket>>& out,
+             std::string* why) {
+    Hello h{};
+    try {
+      const Deadline deadline = handshakeDeadline(ctx_.deadline);
+      auth::verifyAsServer(s, ctx_.bootstrap.secret(), kAuthPurpose, deadline);
+      s.recvAll(&h, sizeof h, deadline, ctx_.abortFlag, "tcp data peer");
+    } catch (const Error& e) {
+      if (ctx_.abortFlag != nullptr && ctx_.abortFlag->load()) throw;
+      *why = e.what();
+      return false;
+    }
+    std::ostringstream os;
+    if (h.magic != kHelloMagic) {
+      os << "bad hello magic";
+    } else if (h.toRank != ctx_.rank) {
+      os << "hello addressed to rank " << h.toRank << ", this is rank " << ctx_.rank;
+    } else if (std::find(lower.begin(), lower.end(), h.fromRank) == lower.end()) {
+      os << "hello from rank " << h.fromRank << ", which is not an expected peer";
+    } else if (h.nsocks != static_cast<uint32_t>(o_.nsocks) || h.slotCount != o_.slotCount ||
+               h.slotBytes != o_.slotBytes) {
+      os << "rank " << h.fromRank << " uses " << describeOptions(h.nsocks, h.slotCount, h.slotBytes)
+         << ", this rank " << describeOptions(o_.nsocks, o_.slotCount, o_.slotBytes);
+    } else if (h.socketIndex >= h.nsocks) {
+      os << "socket index " << h.socketIndex << " out of range";
+    } else if (out[h.fromRank][h.socketIndex].valid()) {
+      os << "duplicate socket " << h.socketIndex << " from rank " << h.fromRank;
+    } else {
+      setBufferSizes(s, o_.nsocks);
+      out[h.fromRank][h.socketIndex] = std::move(s);
+      return true;
+    }
+    *why = os.str();
+    return false;
+  }
+
+  static std::string describeMissing(const std::vector<int>& lower,
+                                     const std::map<int, std::vector<Socket>>& out) {
+    std::ostringstream os;
+    const char* sep = "rank(s) ";
+    for (int peer : lower) {
+      const auto& v = out.at(peer);
+      size_t have = static_cast<size_t>(std::count_if(v.begin(), v.end(),
+                                                      [](const Socket& s) { return s.valid(); }));
+      if (have == v.size()) continue;
+      os << sep << peer << " (" << have << "/" << v.size() << " sockets)";
+      sep = ", ";
+    }
+    return os.str();
+  }
+
+  SetupContext& ctx_;
+  const TcpOptions& o_;
+};
+
+}  // namespace
+
+// ---- options -------------------------------------------------------------------
+
+TcpOptions TcpOptions::fromEnv() {
+  TcpOptions o;
+  if (auto v = env::getInt("COIL_NSOCKS", 1, 16)) o.nsocks = static_cast<int>(*v);
+  if (auto v = env::getInt("COIL_TCP_SLOTS", 1, kMaxSlots)) {
+    o.slotCount = static_cast<uint32_t>(*v);
+  } else {
+    while (o.slotCount < static_cast<uint32_t>(o.nsocks)) o.slotCount *= 2;
+  }
+  if (auto v = env::getInt("COIL_TCP_SLOT_BYTES", 1, kMaxSlotBytes))
+    o.slotBytes = static_cast<uint32_t>(*v);
+  o.validate();
+  return o;
+}
+
+void TcpOptions::validate() const {
+  if (slotCount == 0 || slotCount > kMaxSlots || !isPowerOfTwo(slotCount))
+    fail(coilInvalidUsage, "tcp: slot count ", slotCount, " (COIL_TCP_SLOTS) must be a power of two <= ",
+         kMaxSlots);
+  if (nsocks < 1 || static_cast<uint32_t>(nsocks) > slotCount)
+    fail(coilInvalidUsage, "tcp: ", nsocks, " sockets per peer (COIL_NSOCKS) must be in [1, ",
+         slotCount, "] (the slot count)");
+  if (slotBytes < 1 || slotBytes > kMaxSlotBytes)
+    fail(coilInvalidUsage, "tcp: slot size ", slotBytes, " (COIL_TCP_SLOT_BYTES) must be in [1, ",
+         kMaxSlotBytes, "]");
+}
+
+// ---- transport -----------------------------------------------------------------
+
+TcpTransport::TcpTransport(TcpOptions options) : options_(options) { options_.validate(); }
+
+TcpTransport::~TcpTransport() { shutdown(); }
+
+void TcpTransport::shutdown() noexcept {
+  // A collective returns once its last slot is *published*, not yet written
+  // to the socket; give the proxy a bounded moment to write out what is
+  // queued so a normal teardown never cuts a peer's last message. A closed
+  // channel (abort, peer failure) has nothing worth waiting for.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (const auto& ch : channels_) {
+    const FifoControl* ctl = ch->sendFifo().control();
+    while (ch->sendFifo().pending() != 0 && !ctl->consumerClosed.load() &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (proxy_) proxy_->stop();
+  channels_.clear();
+  shutDown_ = true;
+}
+
+std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx,
+                                                               const std::vector<int>& peerRanks) {
+  if (shutDown_) fail(coilInvalidUsage, "tcp: connect() after shutdown()");
+  std::set<int> seen;
+  std::vector<int> lower, higher;
+  for (int peer : peerRanks) {
+    if (peer < 0 || peer >= ctx.nranks || peer == ctx.rank)
+      fail(coilInvalidArgument, "tcp: peer rank ", peer, " is invalid for rank ", ctx.rank, " of ",
+           ctx.nranks);
+    if (!seen.insert(peer).second)
+      fail(coilInvalidArgument, "tcp: peer rank ", peer, " listed twice");
+    (peer < ctx.rank ? lower : higher).push_back(peer);
+  }
+  std::sort(lower.begin(), lower.end());
+  std::sort(higher.begin(), higher.end());
+
+  // Only ranks that lower ranks connect to listen; every rank takes part in
+  // the allGather so the exchange lines up.
+  Socket listener;
+  ListenerRecord mine{};
+  mine.magic = kRecordMagic;
+  mine.nsocks = static_cast<uint32_t>(options_.nsocks);
+  mine.slotCount = options_.slotCount;
+  mine.slotBytes = options_.slotBytes;
+  if (!lower.empty()) {
+    SocketAddress bindAddress = ctx.bootstrap.localAddress();
+    bindAddress.setPort(0);
+    listener = Socket::listen(bindAddress);
+    setBufferSizes(listener, options_.nsocks);  // accepted sockets inherit them
+    SocketAddress bound = listener.localAddress();
+    mine.hasListener = 1;
+    mine.address = bound.storage;
+    mine.addressLength = bound.length;
+    if (listenerObserver_) listenerObserver_(bound);
+  }
+  std::vector<ListenerRecord> records(static_cast<size_t>(ctx.nranks));
+  records[static_cast<size_t>(ctx.rank)] = mine;
+  ctx.bootstrap.allGather(records.data(), sizeof(ListenerRecord));
+  for (int peer : peerRanks) {
+    const ListenerRecord& r = records[static_cast<size_t>(peer)];
+    if (r.magic != kRecordMagic)
+      fail(coilInternalError, "tcp: rank ", peer, " sent a malformed listener record");
+    if (r.nsocks != mine.nsocks || r.slotCount != mine.slotCount || r.slotBytes != mine.slotBytes)
+      fail(coilInvalidUsage, "tcp: rank ", peer, " uses ",
+           describeOptions(r.nsocks, r.slotCount, r.slotBytes), " but rank ", ctx.rank, " uses ",
+           describeOptions(mine.nsocks, mine.slotCount, mine.slotBytes),
+           "; set COIL_NSOCKS, COIL_TCP_SLOTS and COIL_TCP_SLOT_BYTES alike on every rank");
+  }
+
+  // Lower rank connects. Connecting to all higher ranks before accepting
+  // cannot deadlock: the highest rank only accepts, and by induction every
+  // rank reaches its accept loop.
+  Setup setup(ctx, options_);
+  std::map<int, std::vector<Socket>> sockets;
+  for (int peer : higher) sockets[peer] = setup.connectTo(peer, records[static_cast<size_t>(peer)]);
+  if (!lower.empty()) setup.acceptFrom(listener, lower, sockets);
+  listener.reset();
+
+  if (!proxy_) proxy_ = std::make_unique<TcpProxy>(ctx.rank);
+  std::vector<std::shared_ptr<TcpChannel>> channels;
+  std::vector<std::unique_ptr<Connection>> connections;
+  for (int peer : peerRanks) {
+    std::vector<Socket>& socks = sockets[peer];
+    COIL_INFO(kNet, "tcp: rank ", ctx.rank, " connected to rank ", peer, " (",
+              socks.front().localAddress().toString(), " -> ",
+              socks.front().peerAddress().toString(), ", ", options_.nsocks, " socket(s), ",
+              options_.slotCount, "x", options_.slotBytes, "B slots)");
+    auto channel = std::make_shared<TcpChannel>(peer, std::move(socks), options_.slotCount,
+                                                options_.slotBytes, proxy_->waker());
+    channels.push_back(channel);
+    connections.push_back(std::make_unique<TcpConnection>(std::move(channel)));
+  }
+  proxy_->add(channels);
+  channels_.insert(channels_.end(), channels.begin(), channels.end());
+  return connections;
+}
+
+// The transports archive is linked whole, so this registers tcp in every
+// program that links coil. Preference 100: after shm (0) and faster fabrics.
+namespace {
+[[maybe_unused]] const bool registered = [] {
+  registerTransport("tcp", 100, [] { return std::make_unique<TcpTransport>(TcpOptions::fromEnv()); });
+  return true;
+}();
+}  // namespace
+
+}  // namespace coil::transport::tcp
