@@ -1,0 +1,110 @@
+// The MPI half of coil_perf in builds with MPI (see baseline.h).
+// The C API is all we use; skipping the deprecated C++ bindings also skips
+// their headers' -Wcast-function-type warnings.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "baseline.h"
+
+namespace coil_perf {
+namespace {
+
+void mpiCheck(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw std::runtime_error(std::string(what) + " failed: " + std::string(text, length));
+}
+
+// MPI's name for each coil type; MPI_DATATYPE_NULL where MPI has none.
+MPI_Datatype mpiType(coilDataType_t type) {
+  switch (type) {
+    case coilInt8: return MPI_INT8_T;
+    case coilUint8: return MPI_UINT8_T;
+    case coilInt32: return MPI_INT32_T;
+    case coilUint32: return MPI_UINT32_T;
+    case coilInt64: return MPI_INT64_T;
+    case coilUint64: return MPI_UINT64_T;
+    case coilFloat32: return MPI_FLOAT;
+    case coilFloat64: return MPI_DOUBLE;
+    default: return MPI_DATATYPE_NULL;  // fp16, bf16: no standard MPI type
+  }
+}
+
+MPI_Op mpiOp(coilRedOp_t op) {
+  switch (op) {
+    case coilSum: return MPI_SUM;
+    case coilProd: return MPI_PROD;
+    case coilMax: return MPI_MAX;
+    case coilMin: return MPI_MIN;
+    default: return MPI_OP_NULL;  // avg: MPI has no such operator
+  }
+}
+
+class OpenMpiWorld final : public MpiWorld {
+ public:
+  OpenMpiWorld(int* argc, char*** argv) {
+    mpiCheck(MPI_Init(argc, argv), "MPI_Init");
+    // Errors come back as codes, so they become exceptions with a message.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~OpenMpiWorld() override { MPI_Finalize(); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void broadcastFromRoot(void* data, size_t bytes) override {
+    mpiCheck(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+
+  const char* unsupported(coilDataType_t type, coilRedOp_t op) const override {
+    if (mpiType(type) == MPI_DATATYPE_NULL) return "MPI has no standard fp16/bf16 type";
+    if (mpiOp(op) == MPI_OP_NULL) return "MPI has no avg operator";
+    return nullptr;
+  }
+
+  double timeAllreduce(const void* send, void* recv, size_t count, coilDataType_t type,
+                       coilRedOp_t op, int warmup, int iters) override {
+    const MPI_Datatype dt = mpiType(type);
+    const MPI_Op mop = mpiOp(op);
+    if (dt == MPI_DATATYPE_NULL || mop == MPI_OP_NULL) {
+      throw std::logic_error("timeAllreduce: unsupported type or op for MPI");
+    }
+    // MPI counts are int; the sweep never reaches 2^31 elements per call
+    // on one host, but say so rather than truncate.
+    if (count > 0x7FFFFFFFu) throw std::runtime_error("MPI_Allreduce: count exceeds INT_MAX");
+    const int n = static_cast<int>(count);
+    for (int i = 0; i < warmup; ++i) {
+      mpiCheck(MPI_Allreduce(send, recv, n, dt, mop, MPI_COMM_WORLD), "MPI_Allreduce");
+    }
+    mpiCheck(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      mpiCheck(MPI_Allreduce(send, recv, n, dt, mop, MPI_COMM_WORLD), "MPI_Allreduce");
+    }
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    return elapsed.count() / iters;
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace
+
+bool mpiBuiltIn() { return true; }
+
+std::unique_ptr<MpiWorld> startMpi(int* argc, char*** argv) {
+  return std::make_unique<OpenMpiWorld>(argc, argv);
+}
+
+}  // namespace coil_perf

@@ -1,0 +1,14 @@
+// The MPI half of coil_perf in builds without MPI: nothing to start.
+#include <stdexcept>
+
+#include "baseline.h"
+
+namespace coil_perf {
+
+bool mpiBuiltIn() { return false; }
+
+std::unique_ptr<MpiWorld> startMpi(int*, char***) {
+  throw std::logic_error("coil_perf was built without MPI");
+}
+
+}  // namespace coil_perf

@@ -1,0 +1,46 @@
+// Thin C++ wrappers over coil.h for coil_perf: failures become exceptions
+// carrying coilGetLastError's text, and the small collectives the benchmark
+// itself needs (max of timings, sum of error counts, the host table) run
+// through coilAllReduce too.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "coil.h"
+
+namespace coil_perf {
+
+/// A coil call failed. what() names the call and carries coil's message.
+class CoilFailure : public std::runtime_error {
+ public:
+  CoilFailure(const std::string& what, coilResult_t result)
+      : std::runtime_error(what), result_(result) {}
+  coilResult_t result() const { return result_; }
+
+ private:
+  coilResult_t result_;
+};
+
+/// "<call>: <coilGetLastError(comm)> [<result's enum name>]" (the call's
+/// name is not repeated when coil's message starts with it). comm may be
+/// NULL: the calling thread's last error.
+std::string describeFailure(coilResult_t result, const char* call, coilComm_t comm);
+
+/// Throws CoilFailure(describeFailure(...)) unless result is coilSuccess.
+void coilCheck(coilResult_t result, const char* call, coilComm_t comm);
+
+/// The maximum of `value` over all ranks (coilAllReduce, coilMax, double).
+double maxOverRanks(coilComm_t comm, double value);
+
+/// The sum of `value` over all ranks (coilAllReduce, coilSum, uint64).
+uint64_t sumOverRanks(coilComm_t comm, uint64_t value);
+
+/// Every rank's `text` (truncated to 63 bytes), indexed by rank: each rank
+/// writes its slot of a zeroed table and a uint8 sum all-reduce merges them.
+std::vector<std::string> gatherText(coilComm_t comm, int rank, int nranks,
+                                    const std::string& text);
+
+}  // namespace coil_perf

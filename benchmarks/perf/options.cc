@@ -1,0 +1,137 @@
+#include "options.h"
+
+
+#include "units.h"
+
+namespace coil_perf {
+namespace {
+
+// One row per flag. `key` names the flag inside this file; long-only
+// flags have no short spelling.
+struct Flag {
+  char key;
+  bool hasShort;
+  const char* longName;
+  bool takesValue;
+};
+
+constexpr Flag kFlags[] = {
+    {'b', true, "minbytes", true},   {'e', true, "maxbytes", true},
+    {'f', true, "stepfactor", true}, {'i', true, "stepbytes", true},
+    {'n', true, "iters", true},      {'w', true, "warmup_iters", true},
+    {'c', true, "check", true},      {'d', true, "datatype", true},
+    {'o', true, "op", true},         {'N', true, "nranks", true},
+    {'T', false, "transport", true}, {'J', false, "json", true},
+    {'B', false, "baseline", true},  {'h', true, "help", false},
+};
+
+const Flag* findShort(char c) {
+  for (const Flag& f : kFlags) {
+    if (f.hasShort && f.key == c) return &f;
+  }
+  return nullptr;
+}
+const Flag* findLong(const std::string& name) {
+  for (const Flag& f : kFlags) {
+    if (name == f.longName) return &f;
+  }
+  return nullptr;
+}
+
+void apply(Options& o, char flag, const std::string& v) {
+  switch (flag) {
+    case 'b': o.minBytes = parseBytes(v, "-b"); break;
+    case 'e': o.maxBytes = parseBytes(v, "-e"); break;
+    case 'f': {
+      char* end = nullptr;
+      o.factor = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.factor > 1.0)) {
+        throw UsageError("-f: '" + v + "' must be a number greater than 1");
+      }
+      break;
+    }
+    case 'i': o.stepBytes = parseBytes(v, "-i"); break;
+    case 'n': o.iters = static_cast<int>(parseInteger(v, "-n", 1, 1000000000)); break;
+    case 'w': o.warmup = static_cast<int>(parseInteger(v, "-w", 0, 1000000000)); break;
+    case 'c': o.check = parseInteger(v, "-c", 0, 1) == 1; break;
+    case 'd': o.types = parseTypes(v); break;
+    case 'o': o.ops = parseOps(v); break;
+    case 'N': o.nranks = static_cast<int>(parseInteger(v, "-N", 1, 1024)); break;
+    case 'T':
+      if (v != "shm" && v != "tcp") throw UsageError("--transport: '" + v + "' is not shm or tcp");
+      o.transport = v;
+      break;
+    case 'J': o.jsonPath = v; break;
+    case 'B':
+      if (v != "mpi") throw UsageError("--baseline: '" + v + "' is not a baseline (only: mpi)");
+      o.baselineMpi = true;
+      break;
+    case 'h': o.help = true; break;
+  }
+}
+
+}  // namespace
+
+Options parseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const Flag* flag = nullptr;
+    std::string value;
+    bool haveValue = false;
+    if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {  // --name, --name=value
+      const size_t eq = arg.find('=');
+      flag = findLong(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      if (flag && eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        haveValue = true;
+      }
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {  // -b 8, -b8
+      flag = findShort(arg[1]);
+      if (flag && arg.size() > 2) {
+        value = arg.substr(2);
+        haveValue = true;
+      }
+    }
+    if (flag == nullptr) throw UsageError("unknown argument '" + arg + "'");
+    if (flag->takesValue && !haveValue) {
+      if (i + 1 >= argc) throw UsageError("'" + arg + "' needs a value");
+      value = argv[++i];
+    } else if (!flag->takesValue && haveValue) {
+      throw UsageError("'" + arg + "' takes no value");
+    }
+    apply(o, flag->key, value);
+  }
+  if (o.types.empty()) o.types = parseTypes("float");
+  if (o.ops.empty()) o.ops = parseOps("sum");
+  if (!o.help) sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);  // validates -b/-e/-f/-i
+  return o;
+}
+
+void printUsage(std::FILE* out, const char* program) {
+  std::fprintf(out,
+      "usage: %s [flags]          all-reduce bandwidth sweep over coil (nccl-tests style)\n"
+      "  -b, --minbytes SIZE      smallest message (default 8); K/M/G suffixes\n"
+      "  -e, --maxbytes SIZE      largest message (default 64M)\n"
+      "  -f, --stepfactor X       multiply the size by X each step (default 2)\n"
+      "  -i, --stepbytes SIZE     add SIZE each step instead of -f\n"
+      "  -n, --iters N            timed iterations per size (default 20)\n"
+      "  -w, --warmup_iters N     untimed iterations before them (default 5)\n"
+      "  -c, --check 0|1          verify results bit-exactly (default 1)\n"
+      "  -d, --datatype T         float half bfloat16 double int8 uint8 int32 uint32\n"
+      "                           int64 uint64, or all (default float)\n"
+      "  -o, --op OP              sum prod max min avg, or all (default sum)\n"
+      "  -N, --nranks N           ranks to fork on this host (default 2; not with a launcher)\n"
+      "      --transport shm|tcp  force coil's transport (sets COIL_TRANSPORT)\n"
+      "      --json FILE          also write every row as JSON\n"
+      "      --baseline mpi       also time MPI_Allreduce (needs mpirun and an MPI build)\n"
+      "  -h, --help               this text\n"
+      "Launch: without a launcher, coil_perf forks -N ranks itself. Under mpirun it\n"
+      "shares coil's id with MPI_Bcast (MPI builds) or uses MASTER_ADDR/MASTER_PORT;\n"
+      "under torchrun or Slurm it uses RANK/WORLD_SIZE (SLURM_PROCID/SLURM_NTASKS)\n"
+      "with MASTER_ADDR/MASTER_PORT. Exit status: 0 ok, 1 wrong results or a coil\n"
+      "error, 2 bad usage.\n",
+      program);
+}
+
+}  // namespace coil_perf

@@ -1,0 +1,38 @@
+// coil_perf's command line, with the flags and defaults of nccl-tests'
+// all_reduce_perf where the two overlap.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "dtypes.h"
+
+namespace coil_perf {
+
+struct Options {
+  size_t minBytes = 8;                  ///< -b
+  size_t maxBytes = size_t{64} << 20;   ///< -e
+  double factor = 2.0;                  ///< -f (used when stepBytes == 0)
+  size_t stepBytes = 0;                 ///< -i (linear steps instead of -f)
+  int iters = 20;                       ///< -n
+  int warmup = 5;                       ///< -w
+  bool check = true;                    ///< -c
+  std::vector<TypeInfo> types;          ///< -d (default float)
+  std::vector<OpInfo> ops;              ///< -o (default sum)
+  int nranks = 0;                       ///< -N; 0 = not given
+  std::string transport;                ///< --transport; empty = leave COIL_TRANSPORT as is
+  std::string jsonPath;                 ///< --json
+  bool baselineMpi = false;             ///< --baseline mpi
+  bool help = false;                    ///< -h
+};
+
+/// Parses argv. Throws UsageError (with a message naming the flag) on an
+/// unknown flag, a missing or malformed value, or inconsistent sizes.
+Options parseOptions(int argc, char** argv);
+
+/// Writes the flag summary to `out`.
+void printUsage(std::FILE* out, const char* program);
+
+}  // namespace coil_perf

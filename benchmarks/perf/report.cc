@@ -1,0 +1,103 @@
+#include "report.h"
+
+
+namespace coil_perf {
+namespace {
+
+template <typename... Args>
+std::string format(const char* fmt, Args... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+Measure bandwidth(size_t bytes, double seconds, int nranks) {
+  Measure m;
+  m.timeUs = seconds * 1e6;
+  if (seconds > 0) {
+    m.algbw = static_cast<double>(bytes) / seconds / 1e9;
+    // Ring all-reduce moves 2(n-1)/n of the buffer through every link: the
+    // factor that makes busbw comparable across rank counts (nccl-tests).
+    m.busbw = nranks > 1 ? m.algbw * 2.0 * (nranks - 1) / nranks : 0.0;
+  }
+  return m;
+}
+
+double averageBusbw(const std::vector<Row>& rows) {
+  if (rows.empty()) return 0;
+  double sum = 0;
+  for (const Row& r : rows) sum += r.outOfPlace.busbw + r.inPlace.busbw;
+  return sum / (2.0 * static_cast<double>(rows.size()));
+}
+
+Table::Table(std::FILE* out, const RunInfo& info) : out_(out), info_(info) {}
+
+void Table::printHeader() const {
+  std::FILE* f = out_;
+  std::fprintf(f, "# %s: nranks %d, transport %s, launcher %s\n", info_.tool.c_str(), info_.nranks,
+               info_.transport.c_str(), info_.launcher.c_str());
+  if (info_.stepBytes > 0) {
+    std::fprintf(f, "# minBytes %zu maxBytes %zu step: %zu(bytes) warmup iters: %d iters: %d validation: %d\n",
+                 info_.minBytes, info_.maxBytes, info_.stepBytes, info_.warmup, info_.iters, info_.check ? 1 : 0);
+  } else {
+    std::fprintf(f, "# minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d validation: %d\n",
+                 info_.minBytes, info_.maxBytes, info_.factor, info_.warmup, info_.iters, info_.check ? 1 : 0);
+  }
+  std::fprintf(f, "#\n# Using ranks\n");
+  for (size_t r = 0; r < info_.ranks.size(); ++r) {
+    std::fprintf(f, "#  Rank %2zu %s\n", r, info_.ranks[r].c_str());
+  }
+  std::fprintf(f, "#\n");
+  const bool base = !info_.baselineName.empty();
+  const std::string b = info_.baselineName;
+  // Same widths as printRow: 42 columns of row labels, then blocks of 34.
+  std::string groups = format("# %40s %-34s %-34s", "", "out-of-place", "in-place");
+  if (base) groups += format(" %s", (b + " (out-of-place)").c_str());
+  std::string names = format("# %10s %13s %8s %6s %9s %7s %7s %7s  %9s %7s %7s %7s", "size",
+                             "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "time",
+                             "algbw", "busbw", "#wrong");
+  std::string units = format("# %10s %13s %8s %6s %9s %7s %7s %7s  %9s %7s %7s %7s", "(B)",
+                             "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                             "(GB/s)", "");
+  if (base) {
+    names += format("  %9s %7s %8s", "time", "busbw", ("coil/" + b).c_str());
+    units += format("  %9s %7s %8s", "(us)", "(GB/s)", "");
+  }
+  for (const std::string& line : {groups, names, units}) {
+    std::fprintf(f, "%s\n", line.substr(0, line.find_last_not_of(' ') + 1).c_str());
+  }
+  std::fflush(f);
+}
+
+namespace {
+std::string wrongText(long long wrong) { return wrong < 0 ? "N/A" : std::to_string(wrong); }
+}  // namespace
+
+void Table::printRow(const Row& row) const {
+  std::FILE* f = out_;
+  const Measure& o = row.outOfPlace;
+  const Measure& i = row.inPlace;
+  std::fprintf(f, "  %10zu %13zu %8s %6s %9.2f %7.2f %7.2f %7s  %9.2f %7.2f %7.2f %7s", row.bytes,
+               row.count, row.type.c_str(), row.op.c_str(), o.timeUs, o.algbw, o.busbw,
+               wrongText(o.wrong).c_str(), i.timeUs, i.algbw, i.busbw, wrongText(i.wrong).c_str());
+  if (!info_.baselineName.empty()) {
+    if (row.baseline.measured) {
+      std::fprintf(f, "  %9.2f %7.2f %8.2f", row.baseline.timeUs, row.baseline.busbw, row.baseline.ratio);
+    } else {
+      std::fprintf(f, "  %9s %7s %8s  (%s)", "n/a", "n/a", "n/a", row.baseline.note.c_str());
+    }
+  }
+  std::fprintf(f, "\n");
+  std::fflush(f);
+}
+
+void Table::printFooter(long long wrongTotal, double avgBusbw) const {
+  std::fprintf(out_, "# Out of bounds values : %s %s\n", wrongText(wrongTotal).c_str(),
+               wrongTotal <= 0 ? "OK" : "FAILED");
+  std::fprintf(out_, "# Avg bus bandwidth    : %g\n#\n", avgBusbw);
+  std::fflush(out_);
+}
+
+}  // namespace coil_perf

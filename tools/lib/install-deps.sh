@@ -1,0 +1,82 @@
+# shellcheck shell=bash
+# Sourced by tools/quickstart and tools/run-tests (bash, set -euo pipefail).
+#
+# coil_install_deps: installs the Debian packages coil builds and tests
+# with, but only the missing ones, so a machine that has them all never
+# touches apt. Uses sudo only when not root. Waits up to 10 minutes for the
+# dpkg lock (other apt runs, unattended-upgrades) instead of failing.
+#
+# coil_phase NAME / coil_phase_end: print a banner and the elapsed seconds
+# of each phase, so slow CI steps are easy to spot.
+
+COIL_DEB_PACKAGES=(
+  meson ninja-build g++ pkg-config
+  libgtest-dev libbenchmark-dev
+  libhwloc-dev libibverbs-dev
+  libopenmpi-dev openmpi-bin
+  libgloo-dev
+  iproute2
+)
+
+coil_install_deps() {
+  local missing=() pkg
+  for pkg in "${COIL_DEB_PACKAGES[@]}"; do
+    # dpkg -s succeeds for removed-but-configured packages too; require
+    # the "install ok installed" state.
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    echo "deps: all ${#COIL_DEB_PACKAGES[@]} Debian packages present"
+    return 0
+  fi
+  echo "deps: installing missing packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      echo "deps: not root and no sudo; install these first: ${missing[*]}" >&2
+      return 1
+    fi
+    sudo=(sudo)
+  fi
+  local apt_opts=(-o DPkg::Lock::Timeout=600)
+  "${sudo[@]}" apt-get "${apt_opts[@]}" update
+  # env after sudo: sudo would drop a DEBIAN_FRONTEND set before it.
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y \
+    --no-install-recommends "${missing[@]}"
+}
+
+COIL_PHASE_NAME=""
+COIL_PHASE_START=0
+COIL_RUN_START=${COIL_RUN_START:-$SECONDS}
+
+coil_phase() {
+  COIL_PHASE_NAME="$1"
+  COIL_PHASE_START=$SECONDS
+  echo
+  echo "==== $COIL_PHASE_NAME"
+}
+
+coil_phase_end() {
+  echo "==== $COIL_PHASE_NAME: done in $((SECONDS - COIL_PHASE_START)) s (total $((SECONDS - COIL_RUN_START)) s)"
+}
+
+# coil_configure DIR: meson setup DIR (release), or reconfigure it if it
+# already exists, so a checkout that moved on still builds.
+coil_configure() {
+  local dir="$1"
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" --buildtype=release
+  else
+    meson setup "$dir" --buildtype=release
+  fi
+}
+
+# coil_jobs: parallel build jobs: the CPU count, at most COIL_JOBS if set.
+coil_jobs() {
+  local n
+  n=$(nproc 2>/dev/null || echo 2)
+  if [ -n "${COIL_JOBS:-}" ]; then n=$COIL_JOBS; fi
+  echo "$n"
+}
