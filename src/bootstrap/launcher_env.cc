@@ -8,7 +8,6 @@
 namespace coil {
 namespace {
 
-constexpr const char* kWho = "coilCommInitFromEnv: ";
 
 // The variables one launcher sets.
 struct LauncherVars {
@@ -44,15 +43,15 @@ int64_t requiredInt(const LauncherVars& l, const char* var, int64_t lo, int64_t 
   try {
     v = env::getInt(var, lo, hi);
   } catch (const Error& e) {
-    fail(coilInvalidUsage, kWho, l.style, ": ", e.what());
+    fail(coilInvalidUsage, l.style, ": ", e.what());
   }
-  if (!v) fail(coilInvalidUsage, kWho, l.style, " needs ", var, why(l));
+  if (!v) fail(coilInvalidUsage, l.style, " needs ", var, why(l));
   return *v;
 }
 
 std::string required(const LauncherVars& l, const char* var) {
   auto v = env::get(var);
-  if (!v) fail(coilInvalidUsage, kWho, l.style, " needs ", var, why(l));
+  if (!v) fail(coilInvalidUsage, l.style, " needs ", var, why(l));
   return *v;
 }
 
@@ -61,7 +60,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
     try {
       return SocketAddress::parse(*commId);
     } catch (const Error& e) {
-      fail(coilInvalidUsage, kWho, "COIL_COMM_ID: ", e.what());
+      fail(coilInvalidUsage, "COIL_COMM_ID: ", e.what());
     }
   }
   std::string host = required(l, "MASTER_ADDR");
@@ -69,7 +68,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
   if (underTorchElastic) {
     // torchrun's own store listens on MASTER_PORT; the root takes the next.
     if (port == 65535)
-      fail(coilInvalidUsage, kWho, l.style, ": MASTER_PORT=65535 leaves no port for coil's root "
+      fail(coilInvalidUsage, l.style, ": MASTER_PORT=65535 leaves no port for coil's root "
            "(it uses MASTER_PORT+1 under torchrun); set COIL_COMM_ID=host:port");
     ++port;
   }
@@ -78,7 +77,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
   try {
     return SocketAddress::parse(text);
   } catch (const Error& e) {
-    fail(coilInvalidUsage, kWho, l.style, ": MASTER_ADDR/MASTER_PORT: ", e.what());
+    fail(coilInvalidUsage, l.style, ": MASTER_ADDR/MASTER_PORT: ", e.what());
   }
 }
 
@@ -92,7 +91,7 @@ LaunchInfo readLauncherEnv() {
       break;
     }
   if (l == nullptr)
-    fail(coilInvalidUsage, kWho, "no launcher detected: looked for RANK and WORLD_SIZE "
+    fail(coilInvalidUsage, "no launcher detected: looked for RANK and WORLD_SIZE "
          "(torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI), SLURM_PROCID and "
          "SLURM_NTASKS (Slurm)");
 
@@ -101,12 +100,12 @@ LaunchInfo readLauncherEnv() {
   info.nranks = static_cast<int>(requiredInt(*l, l->sizeVar, 1, INT_MAX));
   info.rank = static_cast<int>(requiredInt(*l, l->rankVar, 0, INT_MAX));
   if (info.rank >= info.nranks)
-    fail(coilInvalidUsage, kWho, l->style, ": ", l->rankVar, "=", info.rank, " is not below ",
+    fail(coilInvalidUsage, l->style, ": ", l->rankVar, "=", info.rank, " is not below ",
          l->sizeVar, "=", info.nranks);
   try {
     info.localRank = static_cast<int>(env::getInt(l->localRankVar, 0, INT_MAX).value_or(-1));
   } catch (const Error& e) {
-    fail(coilInvalidUsage, kWho, l->style, ": ", e.what());
+    fail(coilInvalidUsage, l->style, ": ", e.what());
   }
   const bool underTorchElastic = l == &kTorchrun && env::get("TORCHELASTIC_RUN_ID").has_value();
   SocketAddress root = rootAddress(*l, underTorchElastic);

@@ -149,18 +149,18 @@ TEST(LauncherEnv, MissingVariablesAreNamed) {
   env.set("WORLD_SIZE", "2");
   env.set("MASTER_ADDR", "127.0.0.1");
   EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
-            "coilCommInitFromEnv: torchrun-style launch needs MASTER_PORT (RANK and WORLD_SIZE "
+            "torchrun-style launch needs MASTER_PORT (RANK and WORLD_SIZE "
             "are set)");
   unsetenv("WORLD_SIZE");
   EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
-            "coilCommInitFromEnv: torchrun-style launch needs WORLD_SIZE (RANK is set)");
+            "torchrun-style launch needs WORLD_SIZE (RANK is set)");
 
   test::EnvGuard env2(launcherVars());
   env2.set("SLURM_PROCID", "0");
   env2.set("SLURM_NTASKS", "2");
   env2.set("MASTER_PORT", "5000");
   EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
-            "coilCommInitFromEnv: Slurm launch needs MASTER_ADDR (SLURM_PROCID and SLURM_NTASKS "
+            "Slurm launch needs MASTER_ADDR (SLURM_PROCID and SLURM_NTASKS "
             "are set)");
 
   test::EnvGuard env3(launcherVars());
