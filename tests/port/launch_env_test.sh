@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Starts ranks the way each launcher does and checks coilCommInitFromEnv:
+#   torchrun-style (RANK/WORLD_SIZE/MASTER_*), Open MPI-style (OMPI_COMM_WORLD_*),
+#   Slurm-style (SLURM_*), and real mpirun when Open MPI is installed.
+# All on 127.0.0.1. Usage: launch_env_test.sh LAUNCHER_RANK_BINARY
+set -u
+bin=${1:?usage: launch_env_test.sh LAUNCHER_RANK_BINARY}
+n=3
+status=0
+port=$((30000 + $$ % 20000))
+
+run_ranks() {  # name, then per-rank env assignments use $r
+  local name=$1; shift
+  local pids=() r
+  for r in $(seq 0 $((n - 1))); do
+    env "$@" COIL_SOCKET_IFNAME=lo COIL_TIMEOUT_MS=60000 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      $(eval echo "$RANK_VARS") "$bin" >/dev/null 2>"/tmp/coil-launch-$$-$r.err" &
+    pids+=($!)
+  done
+  local ok=1
+  for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  if [ $ok = 1 ]; then echo "PASS: $name"; else
+    echo "FAIL: $name"; status=1
+    tail -n 3 /tmp/coil-launch-$$-*.err
+  fi
+  rm -f /tmp/coil-launch-$$-*.err
+  port=$((port + 2))
+}
+
+RANK_VARS='RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r' run_ranks "torchrun-style environment"
+RANK_VARS='OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=$r' \
+  run_ranks "Open MPI-style environment"
+RANK_VARS='SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=$r' run_ranks "Slurm-style environment"
+
+# A missing variable is a clear error, not a hang.
+msg=$(env -u MASTER_PORT RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$bin" 2>&1)
+if echo "$msg" | grep -q "MASTER_PORT"; then echo "PASS: missing MASTER_PORT is named"; else
+  echo "FAIL: missing MASTER_PORT not reported: $msg"; status=1; fi
+
+if command -v mpirun >/dev/null; then
+  if mpirun -np $n --oversubscribe --allow-run-as-root --mca btl self,tcp \
+      --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
+      -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$port -x COIL_SOCKET_IFNAME=lo "$bin" >/dev/null; then
+    echo "PASS: real mpirun"
+  else
+    echo "FAIL: real mpirun"; status=1
+  fi
+else
+  echo "(mpirun not installed: real mpirun launch not tried)"
+fi
+exit $status
