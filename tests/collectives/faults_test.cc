@@ -229,6 +229,37 @@ TEST(Faults, MismatchedDatatypeIsNamed) {
   });
 }
 
+TEST(Faults, CollectivesInADifferentOrderAreNamed) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
+      coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
+      ASSERT_NE(comm, nullptr);
+      std::vector<float> x(256, 1.0f);
+      auto t0 = Clock::now();
+      // Rank 0 broadcasts first, rank 1 all-reduces first. The broadcast root
+      // only sends, so it may finish; its next call must then fail, not hang.
+      coilResult_t rc = rank == 0
+          ? coilBroadcast(x.data(), x.data(), x.size(), coilFloat, 0, comm, nullptr)
+          : coilAllReduce(x.data(), x.data(), x.size(), coilFloat, coilSum, comm, nullptr);
+      if (rank == 0 && rc == coilSuccess) rc = coilBarrier(comm, nullptr);
+      EXPECT_NE(rc, coilSuccess);
+      EXPECT_NE(rc, coilTimeout);
+      EXPECT_LT(secondsSince(t0), 10.0);
+      std::string msg = coilGetLastError(comm);
+      // Which call the mismatch is caught in depends on the algorithms'
+      // data paths; either way it names both calls.
+      if (rank == 1) {
+        EXPECT_NE(msg.find("mismatched collective with rank 0"), std::string::npos) << msg;
+        EXPECT_TRUE(msg.find("called broadcast") != std::string::npos ||
+                    msg.find("in a different order") != std::string::npos)
+            << msg;
+      }
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    });
+  }
+}
+
 TEST(Lifecycle, NonBlockingInit) {
   runRanksRaw({3, Launch::Threads, "shm"}, [&](const coilUniqueId& id, int rank) {
     coilConfig_t config = COIL_CONFIG_INITIALIZER;
