@@ -66,8 +66,8 @@ extern "C" coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size
                                       coilDataType_t datatype, coilRedOp_t op, coilComm_t comm,
                                       coilStream_t stream) {
   return guarded("coilAllReduce", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(count, datatype);
@@ -80,8 +80,8 @@ extern "C" coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size
                                       coilDataType_t datatype, int root, coilComm_t comm,
                                       coilStream_t stream) {
   return guarded("coilBroadcast", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(count, datatype);
@@ -95,8 +95,8 @@ extern "C" coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t 
                                    coilDataType_t datatype, coilRedOp_t op, int root,
                                    coilComm_t comm, coilStream_t stream) {
   return guarded("coilReduce", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkOp(c, op, datatype);
     api::checkRoot(c, root);
@@ -111,8 +111,8 @@ extern "C" coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size
                                       coilDataType_t datatype, coilComm_t comm,
                                       coilStream_t stream) {
   return guarded("coilAllGather", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     size_t bytes = api::checkedBytes(sendcount, datatype);
     size_t total = api::checkedBytes(sendcount * static_cast<size_t>(c.nranks()), datatype);
@@ -129,8 +129,8 @@ extern "C" coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, 
                                           coilDataType_t datatype, coilRedOp_t op,
                                           coilComm_t comm, coilStream_t stream) {
   return guarded("coilReduceScatter", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(recvcount, datatype);
@@ -146,8 +146,8 @@ extern "C" coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_
                                      coilDataType_t datatype, coilComm_t comm,
                                      coilStream_t stream) {
   return guarded("coilAlltoAll", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     size_t total = api::checkedBytes(count * static_cast<size_t>(c.nranks()), datatype);
     if (total > 0 && sendbuff == recvbuff)
@@ -161,8 +161,8 @@ extern "C" coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t 
                                    coilDataType_t datatype, int root, coilComm_t comm,
                                    coilStream_t stream) {
   return guarded("coilGather", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(sendcount, datatype);
@@ -179,8 +179,8 @@ extern "C" coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t
                                     coilDataType_t datatype, int root, coilComm_t comm,
                                     coilStream_t stream) {
   return guarded("coilScatter", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(recvcount, datatype);
@@ -197,8 +197,8 @@ static coilResult_t pointToPoint(const char* fn, bool isSend, const void* buf, s
                                  coilDataType_t datatype, int peer, coilComm_t comm,
                                  coilStream_t stream) {
   return guarded(fn, comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkType(datatype);
     api::checkPeer(c, peer);
     size_t bytes = api::checkedBytes(count, datatype);
@@ -225,8 +225,8 @@ extern "C" coilResult_t coilRecv(void* recvbuff, size_t count, coilDataType_t da
 
 extern "C" coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream) {
   return guarded("coilBarrier", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     api::checkBuffers(nullptr, 0, nullptr, 0, stream);
     if (api::inGroup()) fail(coilInvalidUsage, "coilBarrier cannot be called inside a group");
     c.barrier();

@@ -177,8 +177,8 @@ coilResult_t coilCommInitFromEnv(coilComm_t* comm) {
 coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
                            coilConfig_t* config) {
   return guarded("coilCommSplit", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     if (newcomm == nullptr) fail(coilInvalidArgument, "newcomm is NULL");
     *newcomm = nullptr;
     if (color < 0 && color != COIL_SPLIT_NOCOLOR)
@@ -194,8 +194,8 @@ coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newc
 
 coilResult_t coilCommFinalize(coilComm_t comm) {
   return guarded("coilCommFinalize", comm, [&] {
-    Communicator& c = api::usable(comm);
     api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
     c.barrier();
   });
 }

@@ -36,8 +36,8 @@ Queued& queueOf(coilComm* comm) {
 
 coilResult_t runQueue(Queued& q) {
   return guarded("coilGroupEnd", q.comm, [&] {
-    Communicator& c = usable(q.comm);
     InFlight busy(q.comm);
+    Communicator& c = usable(q.comm);
     for (const CollectiveCall& call : q.collectives) c.collective(call);
     if (!q.p2p.empty()) c.pointToPoint(q.p2p);
   });

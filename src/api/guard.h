@@ -35,12 +35,17 @@ coilResult_t guarded(const char* function, coilComm* comm, Body&& body) noexcept
   }
 }
 
-/// Marks an API call in flight on `comm` for its lifetime, so coilCommAbort
-/// from another thread can wait for it before freeing the handle.
+/// Marks an API call in flight on `comm` (may be NULL) for its lifetime, so
+/// coilCommAbort from another thread waits for it before freeing the handle.
+/// Taken before the handle is inspected.
 class InFlight {
  public:
-  explicit InFlight(coilComm* comm) : comm_(comm) { comm_->inflight.fetch_add(1); }
-  ~InFlight() { comm_->inflight.fetch_sub(1); }
+  explicit InFlight(coilComm* comm) : comm_(comm) {
+    if (comm_) comm_->inflight.fetch_add(1);
+  }
+  ~InFlight() {
+    if (comm_) comm_->inflight.fetch_sub(1);
+  }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
 
