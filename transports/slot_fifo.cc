@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace coil::transport {
@@ -24,7 +25,19 @@ void FifoControl::init(uint32_t count, uint32_t bytes) {
 
 bool processGone(int32_t pid) {
   if (pid <= 0 || pid == getpid()) return false;
-  return kill(pid, 0) != 0 && errno == ESRCH;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  // A killed process that its parent has not reaped yet is a zombie: it
+  // still has a pid, but it will never touch the FIFO again.
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;  // no procfs (or a race with the exit): keep waiting
+  char buf[256];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');  // the name may contain spaces
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
 namespace {
