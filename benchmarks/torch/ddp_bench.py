@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""coil vs gloo under torch.distributed, side by side in one run.
+
+Two measurements, each on both backends in the same processes (coil is the
+default group, gloo a group of the same ranks), alternating so machine noise
+hits both alike:
+  1. DDP training step time of an MLP of about 10 M parameters (CPU, SGD);
+  2. dist.all_reduce bus bandwidth (float32, SUM) over a range of sizes,
+     busbw = bytes / time * 2 (n - 1) / n, as nccl-tests and coil_perf report it.
+
+    python3 benchmarks/torch/ddp_bench.py                 # spawns 2 ranks
+    torchrun --nproc-per-node 2 benchmarks/torch/ddp_bench.py
+
+Needs coil_torch importable (PYTHONPATH=python, COIL_TORCH_EXT_DIR=<build>/src/torch).
+Prints a table and the ratio coil/gloo of the median DDP step time
+(target: <= 0.7).
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nproc", type=int, default=2, help="ranks to spawn (without torchrun)")
+    p.add_argument("--steps", type=int, default=20, help="timed DDP steps per backend")
+    p.add_argument("--warmup", type=int, default=3, help="untimed DDP steps per backend")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--width", type=int, default=1536,
+                   help="MLP width; 1536 gives about 10 M parameters")
+    p.add_argument("--sizes", default="4K,64K,1M,4M,16M,64M",
+                   help="all_reduce message sizes in bytes (K/M suffixes)")
+    p.add_argument("--iters", type=int, default=10, help="timed all_reduces per size")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP(gradient_as_bucket_view=True): no gradient<->bucket copies")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--json", help="also write the results to this file")
+    return p.parse_args()
+
+
+def parse_size(s):
+    s = s.strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(s[-1:], 1)
+    return int(s[:-1] if s[-1:] in "KMG" else s) * mult
+
+
+def make_model(torch, width):
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(512, width), torch.nn.ReLU()]
+    for _ in range(3):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    layers += [torch.nn.Linear(width, 1000)]
+    return torch.nn.Sequential(*layers)
+
+
+def bench(rank, world, args):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import coil_torch  # noqa: F401
+
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("coil", timeout=datetime.timedelta(minutes=5))
+    gloo = dist.new_group(backend="gloo")
+    groups = {"coil": None, "gloo": gloo}
+
+    # ---- DDP steps -----------------------------------------------------------
+    # "local": the same step without DDP, the compute-only floor.
+    models = {name: DDP(make_model(torch, args.width), process_group=g,
+                        gradient_as_bucket_view=args.bucket_view)
+              for name, g in groups.items()}
+    models["local"] = make_model(torch, args.width)
+    opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in models.items()}
+    nparams = sum(p.numel() for p in models["coil"].parameters())
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(args.batch, 512, generator=g)
+    y = torch.randint(0, 1000, (args.batch,), generator=g)
+    step_times = {name: [] for name in models}
+
+    def step(name):
+        opts[name].zero_grad()
+        torch.nn.functional.cross_entropy(models[name](x), y).backward()
+        opts[name].step()
+
+    for i in range(args.warmup + args.steps):
+        for name in models:  # alternate, so all see the same machine state
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            step(name)
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+            if i >= args.warmup:
+                step_times[name].append(t.item())
+
+    # ---- all_reduce bus bandwidth -------------------------------------------------
+    busbw = {name: {} for name in groups}
+    lat = {name: {} for name in groups}
+    for nbytes in (parse_size(s) for s in args.sizes.split(",")):
+        buf = torch.ones(max(1, nbytes // 4))
+        for name, grp in groups.items():
+            for _ in range(2):
+                dist.all_reduce(buf, group=grp)
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            for _ in range(args.iters):
+                dist.all_reduce(buf, group=grp)
+            t = torch.tensor([(time.perf_counter() - t0) / args.iters], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+            sec = t.item()
+            lat[name][nbytes] = sec
+            busbw[name][nbytes] = buf.numel() * 4 / sec * 2 * (world - 1) / world / 1e9
+
+    if rank == 0:
+        med = {name: statistics.median(ts) for name, ts in step_times.items()}
+        ratio = med["coil"] / med["gloo"]
+        over = {name: med[name] - med["local"] for name in groups}
+        print(f"torch {torch.__version__}, {world} ranks, {args.threads} thread(s) each, "
+              f"MLP with {nparams / 1e6:.1f} M parameters, batch {args.batch}, "
+              f"gradient_as_bucket_view={args.bucket_view}")
+        print(f"DDP step (median of {args.steps}): coil {med['coil'] * 1e3:.1f} ms, "
+              f"gloo {med['gloo'] * 1e3:.1f} ms, ratio coil/gloo {ratio:.2f} (target <= 0.70)")
+        print(f"  compute only (no DDP) {med['local'] * 1e3:.1f} ms; time DDP adds: "
+              f"coil {over['coil'] * 1e3:.1f} ms, gloo {over['gloo'] * 1e3:.1f} ms")
+        print(f"{'bytes':>10} {'coil us':>10} {'coil busbw':>11} {'gloo us':>10} "
+              f"{'gloo busbw':>11} {'coil/gloo time':>15}")
+        for nbytes in busbw["coil"]:
+            print(f"{nbytes:>10} {lat['coil'][nbytes] * 1e6:>10.1f} "
+                  f"{busbw['coil'][nbytes]:>8.2f} GB/s {lat['gloo'][nbytes] * 1e6:>10.1f} "
+                  f"{busbw['gloo'][nbytes]:>8.2f} GB/s "
+                  f"{lat['coil'][nbytes] / lat['gloo'][nbytes]:>15.2f}")
+        sys.stdout.flush()
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"torch": torch.__version__, "world": world, "params": nparams,
+                           "ddp_step_s": med, "ddp_ratio": ratio, "ddp_added_s": over,
+                           "ddp_step_all_s": step_times, "allreduce_s": lat,
+                           "allreduce_busbw_GBps": busbw}, f, indent=1)
+    dist.destroy_process_group()
+
+
+def spawned(rank, world, port, args):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world))
+    bench(rank, world, args)
+
+
+def main():
+    args = parse_args()
+    os.environ.setdefault("COIL_SOCKET_IFNAME", "lo")  # one host: stay on loopback
+    if "RANK" in os.environ:  # under torchrun
+        bench(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+        return
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(spawned, args=(args.nproc, port, args), nprocs=args.nproc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+// coil as a c10d backend: torch.distributed.init_process_group("coil").
+//
+// One CoilBackend owns one coil communicator and one worker thread. Each
+// collective validates its arguments on the caller's thread (a bad argument
+// raises there), then queues a CoilWork whose body makes the coil call(s)
+// with host pointers. Results reach the caller through Work::wait() or the
+// work's Future, like gloo's.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coil.h"
+#include "coil_calls.h"
+#include "work_queue.h"
+
+namespace coil_torch {
+
+class CoilBackend : public c10d::Backend {
+ public:
+  /// Joins the communicator of `size` ranks: rank 0 makes a coil unique id
+  /// and puts it in `store` under `key`; the others wait for it there. Every
+  /// wait in coil (init included) gives up after `timeout`. Throws
+  /// c10::DistBackendError with coil's message when the join fails.
+  CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              std::chrono::milliseconds timeout, const std::string& key,
+              const std::string& groupName);
+  /// Waits for queued work, then frees the communicator (as shutdown()).
+  ~CoilBackend() override;
+
+  const std::string getBackendName() const override { return "coil"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  bool supportsCoalescing() const override { return true; }
+  uint64_t getSequenceNumberForGroup() override;
+
+  /// Lets queued work finish, stops the worker and destroys the
+  /// communicator. Later calls raise. Idempotent.
+  void shutdown() override;
+  /// Aborts the communicator (a blocked call returns within ~100 ms; peers
+  /// see an error), fails queued work, stops the worker. Idempotent.
+  void abort() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  /// Sends and receives between two ranks match in the order they were
+  /// issued (`tag` is not used). Outside a coalesced batch each one runs
+  /// alone, so two ranks that both send a large tensor before receiving wait
+  /// on each other until the timeout; batch_isend_irecv runs a batch as one
+  /// coil group, in which any order completes.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  /// Between these, operations are collected instead of queued; endCoalescing
+  /// queues them as one work that runs their sends and receives as coil groups.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+ private:
+  // An operation collected between startCoalescing and endCoalescing:
+  // a send/receive (isP2p) or any other operation (body).
+  struct BatchEntry {
+    c10::intrusive_ptr<CoilWork> work;
+    CoilWork::Body body;
+    bool isP2p = false;
+    bool isSend = false;
+    at::Tensor tensor;
+    int peer = -1;
+  };
+
+  /// Queues `body` (or adds it to the open coalesced batch) as a work
+  /// completing with `outputs`.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         CoilWork::Body body);
+  c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(bool isSend, const at::Tensor& tensor,
+                                                     int peer);
+  /// The communicator for a work body, or a c10::Error once shut down /
+  /// aborted.
+  CommRef commRef() const;
+  /// Completes the members of an open coalesced batch with an error saying
+  /// the group was `how` ("shut down", "aborted"), and empties it.
+  void failCollectedBatch(const char* how);
+
+  std::atomic<coilComm_t> comm_{nullptr};
+  // Set by abort() before it frees the comm; every body's CommRef shares it.
+  std::shared_ptr<std::atomic<bool>> aborting_ = std::make_shared<std::atomic<bool>>(false);
+  std::chrono::milliseconds timeout_;
+  std::string groupName_;
+  std::atomic<uint64_t> seq_{0};  // operations issued, for the work objects
+
+  bool coalescing_ = false;
+  std::vector<BatchEntry> batch_;
+
+  std::mutex lifecycleMutex_;  // shutdown vs abort
+  bool closed_ = false;
+  std::unique_ptr<WorkQueue> queue_;
+};
+
+}  // namespace coil_torch

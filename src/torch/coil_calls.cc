@@ -1,0 +1,69 @@
+#include "coil_calls.h"
+
+#include <ATen/ops/scalar_tensor.h>
+#include <c10/util/Exception.h>
+
+#include <exception>
+#include <string>
+
+namespace coil_torch {
+
+namespace {
+
+[[noreturn]] void throwCoilError(const std::string& call, coilResult_t result,
+                                 const std::string& message) {
+  C10_THROW_ERROR(DistBackendError, c10::str("coil backend: ", call, " failed (",
+                                             coilGetErrorString(result), "): ", message));
+}
+
+}  // namespace
+
+void check(coilResult_t result, const char* call) {
+  if (result != coilSuccess) throwCoilError(call, result, coilGetLastError(nullptr));
+}
+
+coilComm_t CommRef::get() const {
+  if (aborting_->load())
+    C10_THROW_ERROR(DistBackendError, "coil backend: the process group was aborted");
+  return comm_;
+}
+
+ScopedReduceOp::ScopedReduceOp(const Reduction& reduction, at::ScalarType dtype, coilComm_t comm)
+    : comm_(comm), op_(reduction.op), uncaughtAtStart_(std::uncaught_exceptions()) {
+  if (!reduction.preMulSum) return;
+  // coil reads the factor as one element of the reduction's own type.
+  at::Tensor scalar = reduction.factorTensor.defined()
+                          ? reduction.factorTensor.reshape({}).to(dtype).contiguous()
+                          : at::scalar_tensor(reduction.factor, at::TensorOptions().dtype(dtype));
+  check(coilRedOpCreatePreMulSum(&op_, scalar.data_ptr(), reduction.type, coilScalarHostImmediate,
+                                 comm),
+        "coilRedOpCreatePreMulSum");
+  created_ = true;
+}
+
+ScopedReduceOp::~ScopedReduceOp() {
+  if (created_ && std::uncaught_exceptions() == uncaughtAtStart_) coilRedOpDestroy(op_, comm_);
+}
+
+void runTransferGroup(const std::vector<Transfer>& transfers, coilComm_t comm) {
+  check(coilGroupStart(), "coilGroupStart");
+  coilResult_t firstError = coilSuccess;
+  std::string firstCall, firstMessage;
+  for (const Transfer& t : transfers) {
+    coilResult_t r = t.isSend ? coilSend(t.data, t.elements.count, t.elements.type, t.peer, comm,
+                                         nullptr)
+                              : coilRecv(t.data, t.elements.count, t.elements.type, t.peer, comm,
+                                         nullptr);
+    if (r != coilSuccess && firstError == coilSuccess) {
+      firstError = r;
+      firstCall = c10::str(t.isSend ? "coilSend to rank " : "coilRecv from rank ", t.peer);
+      firstMessage = coilGetLastError(nullptr);
+    }
+  }
+  // Closed even after a refused call, or this thread stays inside the group.
+  coilResult_t end = coilGroupEnd();
+  if (firstError != coilSuccess) throwCoilError(firstCall, firstError, firstMessage);
+  check(end, "coilGroupEnd");
+}
+
+}  // namespace coil_torch

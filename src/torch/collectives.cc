@@ -1,0 +1,378 @@
+// CoilBackend's collectives: check the arguments here, on the caller's
+// thread; make the coil call in the queued body, on the worker thread.
+//
+// Bodies capture tensors (cheap handles) and the comm by value. They stage
+// non-contiguous tensors through contiguous copies (Staged) and copy results
+// back. Reductions map dtype and op through reductionFor(); pure data
+// movement uses movedElements(), which moves any dtype.
+#include <c10/util/Exception.h>
+
+#include <numeric>
+#include <utility>
+
+#include "coil_backend.h"
+#include "coil_calls.h"
+#include "tensor_args.h"
+
+namespace coil_torch {
+namespace {
+
+// The only tensor of a one-tensor-per-process call.
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* opName) {
+  TORCH_CHECK(tensors.size() == 1, "coil backend: ", opName,
+              " takes one tensor per process, got ", tensors.size());
+  checkCpuTensor(tensors[0], opName);
+  return tensors[0];
+}
+
+// Elements in one dim-0 row (the unit of all-to-all split sizes).
+int64_t rowNumel(const at::Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 1; d < t.dim(); ++d) n *= t.size(d);
+  return n;
+}
+
+// Split sizes for all-to-all: the given ones, checked, or equal parts.
+std::vector<int64_t> splitsFor(const std::vector<int64_t>& given, const at::Tensor& t, int size,
+                               const char* what) {
+  TORCH_CHECK(t.dim() >= 1, "coil backend: alltoall_base: the ", what,
+              " tensor needs at least one dimension to split");
+  if (given.empty()) {
+    TORCH_CHECK(t.size(0) % size == 0, "coil backend: alltoall_base: the ", what,
+                " tensor's first dimension (", t.size(0), ") does not split evenly over ", size,
+                " ranks");
+    return std::vector<int64_t>(size, t.size(0) / size);
+  }
+  TORCH_CHECK(given.size() == static_cast<size_t>(size), "coil backend: alltoall_base: ", what,
+              " split sizes has ", given.size(), " entries, expected ", size);
+  for (int64_t s : given)
+    TORCH_CHECK(s >= 0, "coil backend: alltoall_base: negative ", what, " split size ", s);
+  const int64_t total = std::accumulate(given.begin(), given.end(), int64_t{0});
+  TORCH_CHECK(total == t.size(0), "coil backend: alltoall_base: ", what, " split sizes add up to ",
+              total, ", but the first dimension is ", t.size(0));
+  return given;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                      const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "allreduce");
+  Reduction red = reductionFor(t.scalar_type(), opts.reduceOp, "allreduce");
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLREDUCE, {t}, [t, red, c] {
+    Staged s(t);
+    ScopedReduceOp op(red, t.scalar_type(), c.get());
+    check(coilAllReduce(s.data(), s.data(), t.numel(), red.type, op.get(), c.get(), nullptr),
+          "coilAllReduce");
+    s.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "coil backend: allreduce_coalesced got no tensors");
+  checkSameKind(tensors, tensors[0].scalar_type(), -1, "allreduce_coalesced", "tensors");
+  Reduction red = reductionFor(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, [tensors, red, c]() mutable {
+    // One all-reduce over the tensors laid end to end.
+    at::Tensor flat = flattenInto(tensors);
+    ScopedReduceOp op(red, flat.scalar_type(), c.get());
+    check(coilAllReduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), red.type, op.get(), c.get(),
+                        nullptr),
+          "coilAllReduce");
+    unflattenFrom(flat, tensors);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                      const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  checkRank(opts.rootRank, size_, "broadcast", "root rank");
+  TORCH_CHECK(opts.rootTensor == 0, "coil backend: broadcast: rootTensor must be 0");
+  const int root = static_cast<int>(opts.rootRank);
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::BROADCAST, {t}, [t, root, c] {
+    Staged s(t);
+    Elements e = movedElements(t.scalar_type(), t.numel());
+    check(coilBroadcast(s.data(), s.data(), e.count, e.type, root, c.get(), nullptr), "coilBroadcast");
+    s.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                   const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  checkRank(opts.rootRank, size_, "reduce", "root rank");
+  TORCH_CHECK(opts.rootTensor == 0, "coil backend: reduce: rootTensor must be 0");
+  Reduction red = reductionFor(t.scalar_type(), opts.reduceOp, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = root == rank_;
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::REDUCE, {t}, [t, red, root, isRoot, c] {
+    Staged s(t);
+    ScopedReduceOp op(red, t.scalar_type(), c.get());
+    check(coilReduce(s.data(), s.data(), t.numel(), red.type, op.get(), root, c.get(), nullptr),
+          "coilReduce");
+    if (isRoot) s.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                      std::vector<at::Tensor>& inputs,
+                                                      const c10d::AllgatherOptions& /*opts*/) {
+  const at::Tensor& in = single(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+              "coil backend: allgather needs one output list of ", size_, " tensors");
+  checkSameKind(outputs[0], in.scalar_type(), in.numel(), "allgather", "output");
+  std::vector<at::Tensor> outs = outputs[0];
+  const int size = size_;
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLGATHER, outs, [in, outs, size, c]() mutable {
+    Staged s(in);
+    at::Tensor flat = at::empty({size * in.numel()}, in.options());
+    Elements e = movedElements(in.scalar_type(), in.numel());
+    check(coilAllGather(s.data(), flat.data_ptr(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+    unflattenFrom(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                            const c10d::AllgatherOptions& /*opts*/) {
+  checkCpuTensor(input, "all_gather_into_tensor");
+  checkSameKind({output}, input.scalar_type(), size_ * input.numel(), "all_gather_into_tensor",
+                "output");
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [output, input, c] {
+    Staged in(input), out(output);
+    Elements e = movedElements(input.scalar_type(), input.numel());
+    check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+    out.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "coil backend: allgather_into_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkCpuTensor(inputs[i], "allgather_into_tensor_coalesced");
+    checkSameKind({outputs[i]}, inputs[i].scalar_type(), size_ * inputs[i].numel(),
+                  "allgather_into_tensor_coalesced", "output");
+  }
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, [outputs, inputs, c] {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Staged in(inputs[i]), out(outputs[i]);
+      Elements e = movedElements(inputs[i].scalar_type(), inputs[i].numel());
+      check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+      out.writeBack();
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   const c10d::GatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "gather");
+  checkRank(opts.rootRank, size_, "gather", "root rank");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = root == rank_;
+  std::vector<at::Tensor> outs;
+  if (isRoot) {
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+                "coil backend: gather needs one output list of ", size_, " tensors on the root");
+    checkSameKind(outputs[0], in.scalar_type(), in.numel(), "gather", "output");
+    outs = outputs[0];
+  } else {
+    TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                "coil backend: gather: only the root rank passes output tensors");
+  }
+  const int size = size_;
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::GATHER, outs, [in, outs, root, isRoot, size, c]() mutable {
+    Staged s(in);
+    at::Tensor flat = isRoot ? at::empty({size * in.numel()}, in.options()) : at::Tensor();
+    Elements e = movedElements(in.scalar_type(), in.numel());
+    check(coilGather(s.data(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root, c.get(),
+                     nullptr),
+          "coilGather");
+    if (isRoot) unflattenFrom(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                    std::vector<std::vector<at::Tensor>>& inputs,
+                                                    const c10d::ScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "scatter");
+  checkRank(opts.rootRank, size_, "scatter", "root rank");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = root == rank_;
+  std::vector<at::Tensor> ins;
+  if (isRoot) {
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+                "coil backend: scatter needs one input list of ", size_, " tensors on the root");
+    checkSameKind(inputs[0], out.scalar_type(), out.numel(), "scatter", "input");
+    ins = inputs[0];
+  } else {
+    TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                "coil backend: scatter: only the root rank passes input tensors");
+  }
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::SCATTER, {out}, [out, ins, root, isRoot, c] {
+    Staged s(out);
+    at::Tensor flat = isRoot ? flattenInto(ins) : at::Tensor();
+    Elements e = movedElements(out.scalar_type(), out.numel());
+    check(coilScatter(isRoot ? flat.data_ptr() : nullptr, s.data(), e.count, e.type, root, c.get(),
+                      nullptr),
+          "coilScatter");
+    s.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+              "coil backend: reduce_scatter needs one input list of ", size_, " tensors");
+  checkSameKind(inputs[0], out.scalar_type(), out.numel(), "reduce_scatter", "input");
+  Reduction red = reductionFor(out.scalar_type(), opts.reduceOp, "reduce_scatter");
+  std::vector<at::Tensor> ins = inputs[0];
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [out, ins, red, c] {
+    at::Tensor flat = flattenInto(ins);
+    Staged s(out);
+    ScopedReduceOp op(red, out.scalar_type(), c.get());
+    check(coilReduceScatter(flat.data_ptr(), s.data(), out.numel(), red.type, op.get(), c.get(),
+                            nullptr),
+          "coilReduceScatter");
+    s.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  checkCpuTensor(output, "reduce_scatter_tensor");
+  checkSameKind({input}, output.scalar_type(), size_ * output.numel(), "reduce_scatter_tensor",
+                "input");
+  Reduction red = reductionFor(output.scalar_type(), opts.reduceOp, "reduce_scatter_tensor");
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [output, input, red, c] {
+    Staged in(input), out(output);
+    ScopedReduceOp op(red, output.scalar_type(), c.get());
+    check(coilReduceScatter(in.data(), out.data(), output.numel(), red.type, op.get(), c.get(), nullptr),
+          "coilReduceScatter");
+    out.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(), "coil backend: reduce_scatter_tensor_coalesced: ",
+              outputs.size(), " outputs for ", inputs.size(), " inputs");
+  std::vector<Reduction> reds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    checkCpuTensor(outputs[i], "reduce_scatter_tensor_coalesced");
+    checkSameKind({inputs[i]}, outputs[i].scalar_type(), size_ * outputs[i].numel(),
+                  "reduce_scatter_tensor_coalesced", "input");
+    reds.push_back(
+        reductionFor(outputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor_coalesced"));
+  }
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs,
+                 [outputs, inputs, reds, c] {
+                   for (size_t i = 0; i < outputs.size(); ++i) {
+                     Staged in(inputs[i]), out(outputs[i]);
+                     ScopedReduceOp op(reds[i], outputs[i].scalar_type(), c.get());
+                     check(coilReduceScatter(in.data(), out.data(), outputs[i].numel(),
+                                             reds[i].type, op.get(), c.get(), nullptr),
+                           "coilReduceScatter");
+                     out.writeBack();
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                          std::vector<int64_t>& outputSplits,
+                                                          std::vector<int64_t>& inputSplits,
+                                                          const c10d::AllToAllOptions& /*opts*/) {
+  checkCpuTensor(input, "alltoall_base");
+  checkSameKind({output}, input.scalar_type(), -1, "alltoall_base", "output");
+  CommRef c = commRef();
+  if (outputSplits.empty() && inputSplits.empty()) {
+    TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
+                "coil backend: alltoall_base: input and output need the same number of "
+                "elements, divisible by ",
+                size_, " (got ", input.numel(), " and ", output.numel(), ")");
+    const int size = size_;
+    return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, [output, input, size, c] {
+      Staged in(input), out(output);
+      Elements e = movedElements(input.scalar_type(), input.numel() / size);
+      check(coilAlltoAll(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAlltoAll");
+      out.writeBack();
+    });
+  }
+  // Uneven splits: one send and one receive per peer, as a coil group.
+  std::vector<int64_t> sendRows = splitsFor(inputSplits, input, size_, "input");
+  std::vector<int64_t> recvRows = splitsFor(outputSplits, output, size_, "output");
+  TORCH_CHECK(rowNumel(input) == rowNumel(output),
+              "coil backend: alltoall_base: input and output rows differ in size (",
+              rowNumel(input), " and ", rowNumel(output), " elements)");
+  return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, [output, input, sendRows, recvRows, c] {
+    Staged in(input), out(output);
+    const int64_t row = rowNumel(input);
+    const size_t elemBytes = input.element_size();
+    std::vector<Transfer> transfers;
+    int64_t sendOffset = 0, recvOffset = 0;
+    for (size_t peer = 0; peer < sendRows.size(); ++peer) {
+      auto* sendData = static_cast<char*>(in.data()) + sendOffset * row * elemBytes;
+      auto* recvData = static_cast<char*>(out.data()) + recvOffset * row * elemBytes;
+      transfers.push_back(Transfer{true, sendData,
+                                   movedElements(input.scalar_type(), sendRows[peer] * row),
+                                   static_cast<int>(peer)});
+      transfers.push_back(Transfer{false, recvData,
+                                   movedElements(input.scalar_type(), recvRows[peer] * row),
+                                   static_cast<int>(peer)});
+      sendOffset += sendRows[peer];
+      recvOffset += recvRows[peer];
+    }
+    runTransferGroup(transfers, c.get());
+    out.writeBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllToAllOptions& /*opts*/) {
+  TORCH_CHECK(inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
+              "coil backend: alltoall needs ", size_, " input and ", size_,
+              " output tensors, got ", inputs.size(), " and ", outputs.size());
+  checkSameKind(inputs, inputs[0].scalar_type(), -1, "alltoall", "input");
+  checkSameKind(outputs, inputs[0].scalar_type(), -1, "alltoall", "output");
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLTOALL, outputs, [outputs, inputs, c] {
+    std::vector<Staged> ins, outs;
+    std::vector<Transfer> transfers;
+    ins.reserve(inputs.size());
+    outs.reserve(outputs.size());
+    for (size_t peer = 0; peer < inputs.size(); ++peer) {
+      ins.emplace_back(inputs[peer]);
+      outs.emplace_back(outputs[peer]);
+      transfers.push_back(Transfer{true, ins.back().data(),
+                                   movedElements(inputs[peer].scalar_type(), inputs[peer].numel()),
+                                   static_cast<int>(peer)});
+      transfers.push_back(
+          Transfer{false, outs.back().data(),
+                   movedElements(outputs[peer].scalar_type(), outputs[peer].numel()),
+                   static_cast<int>(peer)});
+    }
+    runTransferGroup(transfers, c.get());
+    for (Staged& s : outs) s.writeBack();
+  });
+}
+
+}  // namespace coil_torch

@@ -1,0 +1,83 @@
+// How torch tensors and reduce ops become coil arguments.
+//
+// Everything here runs on the calling (Python) thread before an operation is
+// queued, so a bad argument raises a RuntimeError at the call site instead of
+// failing later inside Work::wait().
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "coil.h"
+
+namespace coil_torch {
+
+/// coil's element type for `type`, or false when coil has none
+/// (bool maps to coilUint8: a byte holding 0 or 1).
+bool coilTypeOf(at::ScalarType type, coilDataType_t* out);
+
+/// Element type and count for moving a tensor's bytes unchanged
+/// (broadcast, gathers, all-to-all, send/recv): coil's own type where it has
+/// one, else the bytes as coilUint8, so every dtype can be moved.
+struct Elements {
+  coilDataType_t type;
+  size_t count;
+};
+/// Elements of `numel` values of `type` in the representation above.
+Elements movedElements(at::ScalarType type, size_t numel);
+
+/// A reduction as coil runs it: the element type, the operator, and for
+/// PREMUL_SUM the factor (read on the worker thread, when the call runs).
+struct Reduction {
+  coilDataType_t type;
+  coilRedOp_t op;
+  bool preMulSum = false;
+  double factor = 0.0;       ///< PREMUL_SUM with a number
+  at::Tensor factorTensor;   ///< PREMUL_SUM with a one-element CPU tensor
+};
+
+/// Maps (dtype, ReduceOp) to coil. Throws c10::Error naming the dtype or the
+/// op (and `opName`) when coil cannot compute it. Booleans reduce as bytes:
+/// SUM and MAX are logical OR (coilMax), PRODUCT and MIN logical AND (coilMin),
+/// BOR = MAX, BAND = MIN.
+Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char* opName);
+
+/// Throws c10::Error unless `t` is a dense, strided CPU tensor. A CUDA tensor
+/// gets "coil backend: CUDA tensors are not supported yet".
+void checkCpuTensor(const at::Tensor& t, const char* opName);
+
+/// checkCpuTensor on each, and all of `type` and `numel` (numel < 0: any).
+void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
+                   const char* opName, const char* what);
+
+/// Throws c10::Error unless 0 <= rank < size.
+void checkRank(int64_t rank, int size, const char* opName, const char* what);
+
+/// A tensor as coil sees it: the user's tensor when it is contiguous, else a
+/// contiguous copy whose contents are copied back by writeBack(). Made on the
+/// worker thread, when the operation runs, so it reads the values of then.
+class Staged {
+ public:
+  explicit Staged(const at::Tensor& user);
+  void* data() const { return buffer_.data_ptr(); }
+  const at::Tensor& buffer() const { return buffer_; }
+  /// Copies the buffer into the user's tensor if they are different memory.
+  void writeBack();
+
+ private:
+  at::Tensor user_;
+  at::Tensor buffer_;
+};
+
+/// The tensors laid end to end in one new contiguous 1-D tensor.
+at::Tensor flattenInto(const std::vector<at::Tensor>& ts);
+/// Copies consecutive pieces of `flat` back into `ts` (the inverse of flattenInto).
+void unflattenFrom(const at::Tensor& flat, std::vector<at::Tensor>& ts);
+
+/// The name of a dtype as torch prints it ("torch.float32").
+std::string dtypeName(at::ScalarType type);
+
+}  // namespace coil_torch

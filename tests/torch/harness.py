@@ -1,0 +1,118 @@
+"""Shared by the torch suite's tests: skip-with-77, rank processes, checks.
+
+A test script calls require_coil_torch() first (exit 77 with the reason when
+torch or the built module is missing), then run_ranks(fn, world) to run
+fn(rank, world, store_port, *args) in `world` fresh processes ("spawn", so no
+state leaks from the parent). A rank reports a failed check by raising; the
+parent prints every rank's error and the script exits 1.
+"""
+import multiprocessing
+import multiprocessing.connection
+import os
+import socket
+import sys
+import time
+import traceback
+
+SKIP = 77
+
+
+def require_coil_torch():
+    """Exits 77 (skipped) with the reason unless torch and coil_torch import."""
+    try:
+        import torch  # noqa: F401
+        import torch.distributed as dist
+    except Exception as e:  # noqa: BLE001 - any import failure means skip
+        print(f"SKIP: torch does not import with {sys.executable}: {e} "
+              "(run tools/lib/torch-venv.sh and reconfigure)")
+        sys.exit(SKIP)
+    if not dist.is_available():
+        print("SKIP: this torch build has no torch.distributed")
+        sys.exit(SKIP)
+    try:
+        import coil_torch  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e}")
+        sys.exit(SKIP)
+
+
+def say(text):
+    """Prints one line in a single write, so lines of concurrent ranks do not
+    interleave mid-line."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_env(rank, world, port):
+    """The env:// variables torchrun would set, on loopback."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    os.environ.setdefault("COIL_SOCKET_IFNAME", "lo")
+
+
+def _rank_main(fn, rank, world, port, args, errors):
+    try:
+        fn(rank, world, port, *args)
+    except BaseException:  # noqa: BLE001 - report everything to the parent
+        errors.put((rank, traceback.format_exc()))
+        errors.close()
+        errors.join_thread()  # the report must reach the pipe before _exit
+        sys.stdout.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def run_ranks(fn, world, *args, timeout=120.0, expect_exit=None):
+    """Runs fn(rank, world, port, *args) in `world` processes; returns the
+    list of error reports (rank, traceback). A rank still running after
+    `timeout` seconds is killed and reported. expect_exit maps rank -> exit
+    code for ranks that are meant to die."""
+    ctx = multiprocessing.get_context("spawn")
+    errors = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_rank_main, args=(fn, r, world, port, args, errors))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    # Reap each rank as soon as it exits, as torchrun and mp.spawn do: a dead
+    # rank left as a zombie still looks alive to a pid check.
+    deadline = time.monotonic() + timeout
+    running = {p.sentinel: p for p in procs}
+    while running and time.monotonic() < deadline:
+        for sentinel in multiprocessing.connection.wait(list(running),
+                                                        deadline - time.monotonic()):
+            running.pop(sentinel).join()
+    reports = []
+    for r, p in enumerate(procs):
+        if p.is_alive():
+            p.kill()
+            p.join()
+            reports.append((r, f"rank {r} still running after {timeout:.0f} s: killed (hang?)"))
+    while True:
+        try:
+            reports.append(errors.get(timeout=0.2))
+        except Exception:  # noqa: BLE001 - queue.Empty
+            break
+    expected = expect_exit or {}
+    for r, p in enumerate(procs):
+        want = expected.get(r, 0)
+        if p.exitcode is not None and p.exitcode != want and not any(x[0] == r for x in reports):
+            reports.append((r, f"rank {r} exited with {p.exitcode}, expected {want}"))
+    return reports
+
+
+def finish(name, reports, passed):
+    """Prints the outcome and exits 0 (all passed) or 1."""
+    for rank, text in sorted(reports, key=lambda x: x[0]):
+        print(f"--- rank {rank} ---\n{text}")
+    failed = 1 if reports else 0
+    print(f"{name}: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,134 @@
+"""Failures surface as RuntimeErrors within the timeout, never as hangs.
+
+  killed rank:  3 ranks; rank 2 is SIGKILLed after a first all_reduce; the
+                survivors' next all_reduce must raise before the 20 s
+                timeout given to init_process_group (coil notices the death).
+  timeout:      2 ranks, timeout 3 s; rank 1 skips an all_reduce; rank 0's
+                must raise coil's timeout error after about 3 s, through
+                Work.wait() and through the work's future alike.
+  abort:        2 ranks, timeout 60 s; rank 1 skips an all_reduce; rank 0
+                aborts the group while its all_reduce waits: the work must
+                fail within a second, and rank 1 must get an error, not a hang.
+"""
+import datetime
+import os
+import signal
+import sys
+import time
+
+from harness import finish, init_env, require_coil_torch, run_ranks, say
+
+
+def killed_rank(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    timeout = 20.0
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=timeout))
+    x = torch.ones(1 << 20)
+    dist.all_reduce(x)
+    assert x[0].item() == world, x[0].item()
+    if rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        say(f"rank {rank}: all_reduce with a dead peer raised after {took:.2f} s: {e}")
+        assert "coil" in str(e), f"error does not come from coil: {e}"
+        assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
+    else:
+        raise AssertionError("all_reduce with a killed peer did not raise")
+    dist.destroy_process_group()
+
+
+def timed_out(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    timeout = 3.0
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=timeout))
+    dist.barrier()
+    if rank == 1:
+        time.sleep(3 * timeout)  # never joins the all_reduce below
+        dist.destroy_process_group()
+        return
+    start = time.monotonic()
+    work = dist.all_reduce(torch.ones(1000), async_op=True)
+    errors = []
+    for how, wait in (("future", lambda: work.get_future().wait()), ("work", work.wait)):
+        try:
+            wait()
+            errors.append(f"{how}: no error")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            say(f"rank 0: {how} raised after {took:.2f} s: {e}")
+            if not (timeout * 0.8 <= took < timeout + 5):
+                errors.append(f"{how}: raised after {took:.2f} s, expected about {timeout} s")
+            if "coil" not in str(e) or "tim" not in str(e).lower():
+                errors.append(f"{how}: not coil's timeout error: {e}")
+    assert work.is_completed(), "failed work is not completed"
+    dist.destroy_process_group()
+    assert not errors, "; ".join(errors)
+
+
+def aborted(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
+    dist.barrier()
+    if rank == 1:
+        time.sleep(2.0)  # rank 0 aborts meanwhile: its connections close
+        # The first all_reduce may still complete with what rank 0 had
+        # posted before aborting; the next has no partner and must fail.
+        start = time.monotonic()
+        try:
+            for _ in range(2):
+                dist.all_reduce(torch.ones(1000))
+            raise AssertionError("all_reduce after the peer aborted did not raise")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            say(f"rank 1: all_reduce after rank 0 aborted raised after {took:.2f} s: {e}")
+            assert took < 5, f"took {took:.1f} s"
+        dist.destroy_process_group()
+        return
+    work = dist.all_reduce(torch.ones(1000), async_op=True)
+    time.sleep(0.5)
+    start = time.monotonic()
+    dist.distributed_c10d._abort_process_group()
+    try:
+        work.wait()
+        raise AssertionError("the aborted all_reduce did not raise")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        say(f"rank 0: aborted all_reduce raised {took:.2f} s after the abort: {e}")
+        assert took < 1.0, f"took {took:.2f} s"
+
+
+def main():
+    require_coil_torch()
+    reports, passed = [], 0
+    for name, fn, world, expect in (("killed rank", killed_rank, 3, {2: -signal.SIGKILL}),
+                                    ("timed-out collective", timed_out, 2, None),
+                                    ("abort", aborted, 2, None)):
+        got = run_ranks(fn, world, timeout=90, expect_exit=expect)
+        say(f"{name}: {'ok' if not got else 'FAILED'}")
+        passed += 0 if got else 1
+        reports += got
+    finish("test_faults", reports, passed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
