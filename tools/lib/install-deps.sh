@@ -16,6 +16,7 @@ COIL_DEB_PACKAGES=(
   libopenmpi-dev openmpi-bin
   libgloo-dev
   iproute2
+  python3-dev python3-venv
 )
 
 coil_install_deps() {

@@ -16,7 +16,7 @@
 #
 # Environment:
 #   COIL_TORCH_VENV    where the venv lives        (default: <repo>/.venv)
-#   COIL_TORCH_PYTHON  the interpreter it is made from (default: /usr/bin/python3)
+#   COIL_VENV_BASE_PYTHON  the interpreter it is made from (default: /usr/bin/python3)
 #
 # Exit status: 0 with "torch-venv: torch X.Y.Z in DIR" on stdout; non-zero
 # with the reason on stderr when the venv cannot be made or torch installed.
@@ -25,7 +25,7 @@ coil_torch_venv() {
   local repo venv base_python py
   repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   venv="${COIL_TORCH_VENV:-$repo/.venv}"
-  base_python="${COIL_TORCH_PYTHON:-/usr/bin/python3}"
+  base_python="${COIL_VENV_BASE_PYTHON:-/usr/bin/python3}"
   py="$venv/bin/python3"
 
   # The fast path: one import of what the adapter needs.
@@ -36,7 +36,7 @@ coil_torch_venv() {
   fi
 
   if [ ! -x "$base_python" ]; then
-    echo "torch-venv: no $base_python to create the venv with (set COIL_TORCH_PYTHON)" >&2
+    echo "torch-venv: no $base_python to create the venv with (set COIL_VENV_BASE_PYTHON)" >&2
     return 1
   fi
   # A directory without a working interpreter (an interrupted create, or a
