@@ -7,7 +7,9 @@ set -u
 bin=${1:?usage: launch_env_test.sh LAUNCHER_RANK_BINARY}
 n=3
 status=0
-port=$((30000 + $$ % 20000))
+# A port the kernel just handed out, so the test never collides with one in use.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 
 run_ranks() {  # name, then per-rank env assignments use $r
   local name=$1; shift
@@ -24,7 +26,7 @@ run_ranks() {  # name, then per-rank env assignments use $r
     tail -n 3 /tmp/coil-launch-$$-*.err
   fi
   rm -f /tmp/coil-launch-$$-*.err
-  port=$((port + 2))
+  port=$(free_port)
 }
 
 RANK_VARS='RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r' run_ranks "torchrun-style environment"

@@ -3,7 +3,9 @@
 # with a torchrun-style environment on 127.0.0.1 and checks what it prints.
 set -u
 bin=${1:?usage: readme_example_test.sh EXAMPLE_BINARY}
-port=$((40000 + $$ % 20000))
+# A port the kernel just handed out, so the test never collides with one in use.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 out=$(mktemp)
 pids=()
 for r in 0 1 2; do
