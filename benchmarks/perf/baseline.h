@@ -1,5 +1,9 @@
 // Open MPI inside coil_perf: as the launcher's channel for coil's unique id,
-// and as the reference all-reduce (--baseline mpi).
+// and as the reference implementation of each collective (--baseline mpi):
+//   allreduce MPI_Allreduce, broadcast MPI_Bcast, reduce MPI_Reduce,
+//   allgather MPI_Allgather, reducescatter MPI_Reduce_scatter_block,
+//   alltoall MPI_Alltoall, gather MPI_Gather, scatter MPI_Scatter,
+//   sendrecv MPI_Sendrecv (to rank+1, from rank-1).
 //
 // Meson compiles exactly one of baseline_mpi.cc (built with MPI) and
 // baseline_mpi_absent.cc (built without); both define the functions below,
@@ -10,6 +14,7 @@
 #include <memory>
 
 #include "coil.h"
+#include "collectives.h"
 
 namespace coil_perf {
 
@@ -22,14 +27,14 @@ class MpiWorld {
   /// Copies `bytes` bytes at rank 0's `data` to every rank's `data`.
   /// Throws std::runtime_error if MPI fails.
   virtual void broadcastFromRoot(void* data, size_t bytes) = 0;
-  /// Why MPI_Allreduce cannot run (type, op) ("MPI has no fp16"), or
-  /// nullptr when it can.
-  virtual const char* unsupported(coilDataType_t type, coilRedOp_t op) const = 0;
-  /// Runs MPI_Allreduce(send, recv, count) `warmup` times untimed, then
-  /// `iters` times timed after an MPI_Barrier, and returns this rank's
-  /// average seconds per call. (type, op) must be supported.
-  virtual double timeAllreduce(const void* send, void* recv, size_t count, coilDataType_t type,
-                               coilRedOp_t op, int warmup, int iters) = 0;
+  /// Why MPI cannot run `call` ("MPI has no fp16 reduction"), or nullptr
+  /// when it can. Collectives that only copy run every type (as bytes).
+  virtual const char* unsupported(const CollCall& call) const = 0;
+  /// Runs MPI's equivalent of `call` `warmup` times untimed, then `iters`
+  /// times timed after an MPI_Barrier, and returns this rank's average
+  /// seconds per call. `call` must be supported. Throws std::runtime_error
+  /// if MPI fails or a count exceeds INT_MAX.
+  virtual double timeCollective(const CollCall& call, int warmup, int iters) = 0;
 };
 
 /// True when this coil_perf was built with MPI.

@@ -37,6 +37,16 @@ MPI_Datatype mpiType(coilDataType_t type) {
   }
 }
 
+// An unsigned integer type `bytes` wide, for collectives that only copy.
+MPI_Datatype copyType(size_t bytes) {
+  switch (bytes) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    default: return MPI_UINT64_T;
+  }
+}
+
 MPI_Op mpiOp(coilRedOp_t op) {
   switch (op) {
     case coilSum: return MPI_SUM;
@@ -65,36 +75,72 @@ class OpenMpiWorld final : public MpiWorld {
     mpiCheck(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
   }
 
-  const char* unsupported(coilDataType_t type, coilRedOp_t op) const override {
-    if (mpiType(type) == MPI_DATATYPE_NULL) return "MPI has no standard fp16/bf16 type";
-    if (mpiOp(op) == MPI_OP_NULL) return "MPI has no avg operator";
+  const char* unsupported(const CollCall& call) const override {
+    if (!collectiveInfo(call.coll).reduces) return nullptr;  // copies run as bytes
+    if (mpiType(call.type.type) == MPI_DATATYPE_NULL) return "MPI has no standard fp16/bf16 type";
+    if (mpiOp(call.op) == MPI_OP_NULL) return "MPI has no avg operator";
     return nullptr;
   }
 
-  double timeAllreduce(const void* send, void* recv, size_t count, coilDataType_t type,
-                       coilRedOp_t op, int warmup, int iters) override {
-    const MPI_Datatype dt = mpiType(type);
-    const MPI_Op mop = mpiOp(op);
-    if (dt == MPI_DATATYPE_NULL || mop == MPI_OP_NULL) {
-      throw std::logic_error("timeAllreduce: unsupported type or op for MPI");
+  double timeCollective(const CollCall& call, int warmup, int iters) override {
+    if (unsupported(call) != nullptr) {
+      throw std::logic_error("timeCollective: unsupported type or op for MPI");
     }
     // MPI counts are int; the sweep never reaches 2^31 elements per call
     // on one host, but say so rather than truncate.
-    if (count > 0x7FFFFFFFu) throw std::runtime_error("MPI_Allreduce: count exceeds INT_MAX");
-    const int n = static_cast<int>(count);
-    for (int i = 0; i < warmup; ++i) {
-      mpiCheck(MPI_Allreduce(send, recv, n, dt, mop, MPI_COMM_WORLD), "MPI_Allreduce");
-    }
+    if (call.count > 0x7FFFFFFFu) throw std::runtime_error("MPI: count exceeds INT_MAX");
+    for (int i = 0; i < warmup; ++i) issue(call);
     mpiCheck(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) {
-      mpiCheck(MPI_Allreduce(send, recv, n, dt, mop, MPI_COMM_WORLD), "MPI_Allreduce");
-    }
+    for (int i = 0; i < iters; ++i) issue(call);
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     return elapsed.count() / iters;
   }
 
  private:
+  // One call of MPI's counterpart of `call`.
+  void issue(const CollCall& c) {
+    const bool reduces = collectiveInfo(c.coll).reduces;
+    // Copies do not look at the bits: an unsigned type of the same width
+    // lets fp16/bf16 run too.
+    const MPI_Datatype dt = reduces ? mpiType(c.type.type) : copyType(c.type.size);
+    const MPI_Op op = reduces ? mpiOp(c.op) : MPI_OP_NULL;
+    const int n = static_cast<int>(c.count);
+    void* send = const_cast<void*>(c.send);  // pre-MPI-3 headers lack const
+    switch (c.coll) {
+      case Collective::AllReduce:
+        mpiCheck(MPI_Allreduce(send, c.recv, n, dt, op, MPI_COMM_WORLD), "MPI_Allreduce");
+        break;
+      case Collective::Broadcast:
+        mpiCheck(MPI_Bcast(rank_ == c.root ? send : c.recv, n, dt, c.root, MPI_COMM_WORLD), "MPI_Bcast");
+        break;
+      case Collective::Reduce:
+        mpiCheck(MPI_Reduce(send, c.recv, n, dt, op, c.root, MPI_COMM_WORLD), "MPI_Reduce");
+        break;
+      case Collective::AllGather:
+        mpiCheck(MPI_Allgather(send, n, dt, c.recv, n, dt, MPI_COMM_WORLD), "MPI_Allgather");
+        break;
+      case Collective::ReduceScatter:
+        mpiCheck(MPI_Reduce_scatter_block(send, c.recv, n, dt, op, MPI_COMM_WORLD),
+                 "MPI_Reduce_scatter_block");
+        break;
+      case Collective::AllToAll:
+        mpiCheck(MPI_Alltoall(send, n, dt, c.recv, n, dt, MPI_COMM_WORLD), "MPI_Alltoall");
+        break;
+      case Collective::Gather:
+        mpiCheck(MPI_Gather(send, n, dt, c.recv, n, dt, c.root, MPI_COMM_WORLD), "MPI_Gather");
+        break;
+      case Collective::Scatter:
+        mpiCheck(MPI_Scatter(send, n, dt, c.recv, n, dt, c.root, MPI_COMM_WORLD), "MPI_Scatter");
+        break;
+      case Collective::SendRecv:
+        mpiCheck(MPI_Sendrecv(send, n, dt, (rank_ + 1) % size_, 0, c.recv, n, dt,
+                              (rank_ - 1 + size_) % size_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                 "MPI_Sendrecv");
+        break;
+    }
+  }
+
   int rank_ = 0;
   int size_ = 1;
 };

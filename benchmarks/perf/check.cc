@@ -28,6 +28,15 @@ int64_t inputValue(Encoding enc, coilRedOp_t op, int rank, int nranks, size_t in
   return isUnsigned(enc) ? v : v - range / 2;
 }
 
+// Copies need no headroom for sums: 128 values, all exact in int8 and bf16.
+// The salt keeps them unrelated to the reduction inputs of the same rank.
+int64_t copyValue(Encoding enc, int rank, size_t index) {
+  const uint64_t h = mixBits(((static_cast<uint64_t>(index) << 12) ^ static_cast<uint64_t>(rank)) +
+                             0x636F70796F6E6C79ull);
+  const int64_t v = static_cast<int64_t>((h >> 8) % 128);
+  return isUnsigned(enc) ? v : v - 64;
+}
+
 // Keeps the low `bytes` bytes of v, read back as the type's integer
 // (two's-complement wrap, as C++20 defines integer conversion).
 int64_t wrapSigned(int64_t v, size_t bytes) {
@@ -128,9 +137,16 @@ uint16_t floatToBf16Bits(float value) {
 }
 
 void fillInput(void* buf, size_t count, const TypeInfo& type, coilRedOp_t op, int rank,
-               int nranks) {
+               int nranks, size_t offset) {
   for (size_t i = 0; i < count; ++i) {
-    storeBits(buf, i, encodeInput(inputValue(type.encoding, op, rank, nranks, i), type), type.size);
+    storeBits(buf, i, encodeInput(inputValue(type.encoding, op, rank, nranks, offset + i), type),
+              type.size);
+  }
+}
+
+void fillCopyInput(void* buf, size_t count, const TypeInfo& type, int rank, size_t offset) {
+  for (size_t i = 0; i < count; ++i) {
+    storeBits(buf, i, encodeInput(copyValue(type.encoding, rank, offset + i), type), type.size);
   }
 }
 
@@ -140,12 +156,15 @@ void poison(void* buf, size_t count, const TypeInfo& type) {
   for (size_t i = 0; i < count; ++i) storeBits(buf, i, bits, type.size);
 }
 
-WrongReport countWrong(const void* result, size_t count, const TypeInfo& type, coilRedOp_t op,
-                       int nranks) {
+namespace {
+
+// Counts the elements of `result` whose bits differ from expected(i).
+template <typename Expected>
+WrongReport compare(const void* result, size_t count, size_t size, Expected expected) {
   WrongReport report;
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t want = expectedBits(type, op, nranks, i);
-    const uint64_t got = loadBits(result, i, type.size);
+    const uint64_t want = expected(i);
+    const uint64_t got = loadBits(result, i, size);
     if (got != want) {
       if (report.count == 0) {
         report.firstIndex = i;
@@ -156,6 +175,31 @@ WrongReport countWrong(const void* result, size_t count, const TypeInfo& type, c
     }
   }
   return report;
+}
+
+}  // namespace
+
+WrongReport countWrong(const void* result, size_t count, const TypeInfo& type, coilRedOp_t op,
+                       int nranks, size_t offset) {
+  return compare(result, count, type.size,
+                 [&](size_t i) { return expectedBits(type, op, nranks, offset + i); });
+}
+
+WrongReport countWrongCopy(const void* result, size_t count, const TypeInfo& type, int sourceRank,
+                           size_t offset) {
+  return compare(result, count, type.size, [&](size_t i) {
+    return encodeInput(copyValue(type.encoding, sourceRank, offset + i), type);
+  });
+}
+
+void mergeWrong(WrongReport& total, const WrongReport& part, size_t base) {
+  if (part.count == 0) return;
+  if (total.count == 0) {
+    total.firstIndex = base + part.firstIndex;
+    total.firstGot = part.firstGot;
+    total.firstExpected = part.firstExpected;
+  }
+  total.count += part.count;
 }
 
 }  // namespace coil_perf

@@ -13,8 +13,13 @@
 //                    elements for signed and floating types: |prod| <= 64.
 //   avg:             sum / n; integers truncate toward zero (C division),
 //                    floating types round the exact quotient to nearest even.
+//   copies:          (broadcast, all-gather, all-to-all, gather, scatter,
+//                    send/recv) one of 128 integers per element, [0, 128)
+//                    unsigned, [-64, 64) otherwise: exact in every type,
+//                    chosen by hashing (source rank, element index).
 // The hash makes neighbouring elements differ, so a chunk written to the
-// wrong offset is caught.
+// wrong offset is caught. `offset` shifts the element index, so that block
+// b of a buffer can be produced or checked on its own (index = offset + i).
 #pragma once
 
 #include <cstddef>
@@ -33,9 +38,10 @@ struct WrongReport {
 };
 
 /// Writes rank `rank`'s input (of a run with `nranks` ranks) for reduction
-/// `op` into the `count` elements of `type` at `buf`.
+/// `op` into the `count` elements of `type` at `buf` (elements offset ..
+/// offset + count - 1 of the input).
 void fillInput(void* buf, size_t count, const TypeInfo& type, coilRedOp_t op, int rank,
-               int nranks);
+               int nranks, size_t offset = 0);
 
 /// Fills `count` elements with a value that no correct result of
 /// fillInput's inputs takes (NaN for floating types, the most negative or
@@ -43,9 +49,22 @@ void fillInput(void* buf, size_t count, const TypeInfo& type, coilRedOp_t op, in
 void poison(void* buf, size_t count, const TypeInfo& type);
 
 /// Compares the `count` elements at `result` with the all-reduce (`op`) of
-/// the inputs of all `nranks` ranks, recomputed here.
+/// the inputs of all `nranks` ranks (elements offset .. offset + count - 1),
+/// recomputed here. firstIndex counts from `result`.
 WrongReport countWrong(const void* result, size_t count, const TypeInfo& type, coilRedOp_t op,
-                       int nranks);
+                       int nranks, size_t offset = 0);
+
+/// Writes rank `rank`'s data for the copying collectives (elements offset ..
+/// offset + count - 1) into the `count` elements at `buf`.
+void fillCopyInput(void* buf, size_t count, const TypeInfo& type, int rank, size_t offset);
+
+/// Compares the `count` elements at `result` with what
+/// fillCopyInput(rank = sourceRank, offset) writes. firstIndex counts from `result`.
+WrongReport countWrongCopy(const void* result, size_t count, const TypeInfo& type, int sourceRank,
+                           size_t offset);
+
+/// Adds `part` (whose firstIndex counts from element `base`) to `total`.
+void mergeWrong(WrongReport& total, const WrongReport& part, size_t base);
 
 /// fp32 -> IEEE binary16 bits, round to nearest even (exposed for tests).
 uint16_t floatToHalfBits(float value);

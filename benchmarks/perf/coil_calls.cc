@@ -1,6 +1,7 @@
 #include "coil_calls.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace coil_perf {
@@ -9,9 +10,9 @@ namespace {
 
 const char* resultName(coilResult_t result) {
   static const char* const kNames[] = {
-      "coilSuccess",        "coilUnhandledCudaError", "coilSystemError",
-      "coilInternalError",  "coilInvalidArgument",    "coilInvalidUsage",
-      "coilRemoteError",    "coilInProgress",         "coilTimeout"};
+      "coilSuccess",       "coilUnhandledCudaError", "coilSystemError",
+      "coilInternalError", "coilInvalidArgument",    "coilInvalidUsage",
+      "coilRemoteError",   "coilInProgress",         "coilTimeout"};
   const int i = static_cast<int>(result);
   return i >= 0 && i < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[i]
                                                                             : "unknown result";
@@ -30,6 +31,58 @@ std::string describeFailure(coilResult_t result, const char* call, coilComm_t co
 void coilCheck(coilResult_t result, const char* call, coilComm_t comm) {
   if (result == coilSuccess) return;
   throw CoilFailure(describeFailure(result, call, comm), result);
+}
+
+void runCoil(const CollCall& c, coilComm_t comm, int rank, int nranks) {
+  const coilDataType_t t = c.type.type;
+  switch (c.coll) {
+    case Collective::AllReduce:
+      return coilCheck(coilAllReduce(c.send, c.recv, c.count, t, c.op, comm, nullptr),
+                       "coilAllReduce", comm);
+    case Collective::Broadcast:
+      return coilCheck(coilBroadcast(c.send, c.recv, c.count, t, c.root, comm, nullptr),
+                       "coilBroadcast", comm);
+    case Collective::Reduce:
+      return coilCheck(coilReduce(c.send, c.recv, c.count, t, c.op, c.root, comm, nullptr),
+                       "coilReduce", comm);
+    case Collective::AllGather:
+      return coilCheck(coilAllGather(c.send, c.recv, c.count, t, comm, nullptr), "coilAllGather",
+                       comm);
+    case Collective::ReduceScatter:
+      return coilCheck(coilReduceScatter(c.send, c.recv, c.count, t, c.op, comm, nullptr),
+                       "coilReduceScatter", comm);
+    case Collective::AllToAll:
+      return coilCheck(coilAlltoAll(c.send, c.recv, c.count, t, comm, nullptr), "coilAlltoAll",
+                       comm);
+    case Collective::Gather:
+      return coilCheck(coilGather(c.send, c.recv, c.count, t, c.root, comm, nullptr), "coilGather",
+                       comm);
+    case Collective::Scatter:
+      return coilCheck(coilScatter(c.send, c.recv, c.count, t, c.root, comm, nullptr),
+                       "coilScatter", comm);
+    case Collective::SendRecv: {
+      // The group must be closed whatever happens inside it; a failure of a
+      // queued call is reported by coilGroupEnd, the first one wins.
+      coilCheck(coilGroupStart(), "coilGroupStart", nullptr);
+      const coilResult_t sent = coilSend(c.send, c.count, t, (rank + 1) % nranks, comm, nullptr);
+      const coilResult_t received =
+          coilRecv(c.recv, c.count, t, (rank - 1 + nranks) % nranks, comm, nullptr);
+      const coilResult_t ended = coilGroupEnd();
+      coilCheck(sent, "coilSend", comm);
+      coilCheck(received, "coilRecv", comm);
+      return coilCheck(ended, "coilGroupEnd", comm);
+    }
+  }
+}
+
+double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, int warmup,
+                int iters) {
+  for (int i = 0; i < warmup; ++i) runCoil(call, comm, rank, nranks);
+  maxOverRanks(comm, 0.0);  // a barrier: start the clocks together
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) runCoil(call, comm, rank, nranks);
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return maxOverRanks(comm, elapsed.count() / iters);
 }
 
 double maxOverRanks(coilComm_t comm, double value) {
@@ -52,9 +105,9 @@ std::vector<std::string> gatherText(coilComm_t comm, int rank, int nranks,
   std::vector<unsigned char> table(kSlot * static_cast<size_t>(nranks), 0);
   std::memcpy(&table[kSlot * static_cast<size_t>(rank)], text.data(),
               std::min(text.size(), kSlot - 1));
-  coilCheck(coilAllReduce(table.data(), table.data(), table.size(), coilUint8, coilSum, comm,
-                          nullptr),
-            "coilAllReduce(host table)", comm);
+  coilCheck(
+      coilAllReduce(table.data(), table.data(), table.size(), coilUint8, coilSum, comm, nullptr),
+      "coilAllReduce(host table)", comm);
   std::vector<std::string> out;
   for (int r = 0; r < nranks; ++r) {
     const char* slot = reinterpret_cast<const char*>(&table[kSlot * static_cast<size_t>(r)]);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coil.h"
+#include "collectives.h"
 
 namespace coil_perf {
 
@@ -31,6 +32,17 @@ std::string describeFailure(coilResult_t result, const char* call, coilComm_t co
 
 /// Throws CoilFailure(describeFailure(...)) unless result is coilSuccess.
 void coilCheck(coilResult_t result, const char* call, coilComm_t comm);
+
+/// Issues `call` on `comm` (this rank is `rank` of `nranks`). Send/recv is
+/// the ring of nccl-tests' sendrecv: in one group, send to rank+1 and
+/// receive from rank-1. Throws CoilFailure naming the call.
+void runCoil(const CollCall& call, coilComm_t comm, int rank, int nranks);
+
+/// Runs `call` `warmup` times untimed, meets the other ranks, runs it
+/// `iters` times, and returns the maximum over ranks of the mean seconds
+/// per call (every rank must call it with the same shape).
+double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, int warmup,
+                int iters);
 
 /// The maximum of `value` over all ranks (coilAllReduce, coilMax, double).
 double maxOverRanks(coilComm_t comm, double value);

@@ -50,17 +50,6 @@ std::string joinNames(const char* const* first, size_t n) {
   return out;
 }
 
-std::vector<std::string> splitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
-
 TypeInfo parseOneType(const std::string& name) {
   std::string wanted = name;
   for (const Alias& a : kTypeAliases) {
@@ -83,6 +72,17 @@ OpInfo parseOneOp(const std::string& name) {
 
 }  // namespace
 
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
 std::vector<TypeInfo> parseTypes(const std::string& names) {
   if (names == "all") return allTypes();
   std::vector<TypeInfo> types;
@@ -95,6 +95,13 @@ std::vector<OpInfo> parseOps(const std::string& names) {
   std::vector<OpInfo> ops;
   for (const std::string& name : splitCommas(names)) ops.push_back(parseOneOp(name));
   return ops;
+}
+
+const char* opNameOf(coilRedOp_t op) {
+  for (const OpInfo& o : allOps()) {
+    if (o.op == op) return o.name;
+  }
+  return "premulsum";
 }
 
 const TypeInfo& typeInfo(coilDataType_t type) {

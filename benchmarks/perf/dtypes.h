@@ -37,6 +37,13 @@ std::vector<TypeInfo> parseTypes(const std::string& name);
 /// Throws UsageError.
 std::vector<OpInfo> parseOps(const std::string& name);
 
+/// "a,b,,c" -> {"a", "b", "", "c"} (empty parts are kept, so that the
+/// parsers can reject them by name).
+std::vector<std::string> splitCommas(const std::string& text);
+
+/// The name of `op` ("sum", ...); "premulsum" for ops outside allOps().
+const char* opNameOf(coilRedOp_t op);
+
 /// The entry of `type`; the type must be one of allTypes().
 const TypeInfo& typeInfo(coilDataType_t type);
 

@@ -19,10 +19,12 @@ std::string number(double v) {
 
 std::string wrongValue(long long wrong) { return wrong < 0 ? "null" : std::to_string(wrong); }
 
-void writeMeasure(std::ostringstream& o, const char* prefix, const Measure& m) {
-  o << ", \"" << prefix << "_time_us\": " << number(m.timeUs) << ", \"" << prefix
-    << "_algbw\": " << number(m.algbw) << ", \"" << prefix << "_busbw\": " << number(m.busbw)
-    << ", \"" << prefix << "_wrong\": " << wrongValue(m.wrong);
+void writeMeasure(std::ostringstream& o, const char* prefix, const Measure& m, bool present) {
+  const auto value = [present](const std::string& text) { return present ? text : "null"; };
+  o << ", \"" << prefix << "_time_us\": " << value(number(m.timeUs)) << ", \"" << prefix
+    << "_algbw\": " << value(number(m.algbw)) << ", \"" << prefix
+    << "_busbw\": " << value(number(m.busbw)) << ", \"" << prefix
+    << "_wrong\": " << value(wrongValue(m.wrong));
 }
 
 }  // namespace
@@ -58,16 +60,23 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     << ", \"step_bytes\": " << info.stepBytes << ", \"warmup\": " << info.warmup
     << ", \"iters\": " << info.iters << ", \"check\": " << (info.check ? "true" : "false")
     << ", \"baseline\": " << (info.baselineName.empty() ? "null" : jsonString(info.baselineName))
-    << ",\n \"ranks\": [";
+    << ",\n \"collectives\": [";
+  if (info.collectives.empty()) o << jsonString("allreduce");
+  for (size_t c = 0; c < info.collectives.size(); ++c) {
+    o << (c ? ", " : "") << jsonString(info.collectives[c]);
+  }
+  o << "],\n \"ranks\": [";
   for (size_t r = 0; r < info.ranks.size(); ++r) o << (r ? ", " : "") << jsonString(info.ranks[r]);
   o << "],\n \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
-    o << (i ? ",\n  " : "\n  ") << "{\"size\": " << row.bytes << ", \"count\": " << row.count
+    o << (i ? ",\n  " : "\n  ") << "{\"collective\": " << jsonString(row.collective)
+      << ", \"size\": " << row.bytes << ", \"count\": " << row.count
       << ", \"type\": " << jsonString(row.type) << ", \"op\": " << jsonString(row.op)
+      << ", \"root\": " << (row.root >= 0 ? std::to_string(row.root) : "null")
       << ", \"nranks\": " << info.nranks << ", \"transport\": " << jsonString(info.transport);
-    writeMeasure(o, "oop", row.outOfPlace);
-    writeMeasure(o, "ip", row.inPlace);
+    writeMeasure(o, "oop", row.outOfPlace, true);
+    writeMeasure(o, "ip", row.inPlace, row.hasInPlace);
     if (!info.baselineName.empty()) {
       const BaselineCell& b = row.baseline;
       o << ", \"baseline\": " << jsonString(info.baselineName)

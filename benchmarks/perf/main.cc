@@ -1,6 +1,7 @@
-// coil_perf: all-reduce bandwidth and correctness sweep over coil's public
-// API, in the shape of nccl-tests' all_reduce_perf. See options.cc for the
-// flags and launch.h for how ranks are started.
+// coil_perf: bandwidth and correctness sweep of coil's collectives over its
+// public API, in the shape of nccl-tests' *_perf programs (sweep.h), and the
+// cost-model tools --calibrate and --predict (calibrate.h). See options.cc
+// for the flags and launch.h for how ranks are started.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "calibrate.h"
 #include "coil.h"
 #include "coil_calls.h"
 #include "json.h"
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
   info.iters = opts.iters;
   info.check = opts.check;
   info.baselineName = opts.baselineMpi ? "mpi" : "";
+  for (const CollectiveInfo& c : opts.collectives) info.collectives.push_back(c.name);
 
   bool printer = false;  // rank 0, once connect() has said who that is
   RunSummary summary;
@@ -86,18 +89,21 @@ int main(int argc, char** argv) {
     info.nranks = self->nranks();
     info.ranks = gatherText(self->comm(), self->rank(), self->nranks(), describeThisRank());
     Table table(stdout, info);
-    if (printer) table.printHeader();
-    Sweep sweep(opts, *self, printer ? &table : nullptr);
-    try {
-      sweep.run();
-    } catch (...) {
-      rows = sweep.rows();  // keep the finished rows for --json
-      throw;
+    if (printer) table.printRunInfo();
+    if (!opts.calibratePath.empty() || opts.predict) {
+      runModelTools(opts, *self, info.ranks, printer);
+    } else {
+      Sweep sweep(opts, *self, printer ? &table : nullptr);
+      try {
+        sweep.run();
+      } catch (...) {
+        rows = sweep.rows();  // keep the finished rows for --json
+        throw;
+      }
+      rows = sweep.rows();
+      summary.wrongTotal = sweep.wrongTotal();
+      summary.avgBusbw = averageBusbw(rows);
     }
-    rows = sweep.rows();
-    summary.wrongTotal = sweep.wrongTotal();
-    summary.avgBusbw = averageBusbw(rows);
-    if (printer) table.printFooter(summary.wrongTotal, summary.avgBusbw);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "coil_perf: rank %d: %s\n", self->rank(), e.what());
     summary.ok = false;

@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <cstdlib>
 
 #include "units.h"
 
@@ -22,7 +23,10 @@ constexpr Flag kFlags[] = {
     {'c', true, "check", true},      {'d', true, "datatype", true},
     {'o', true, "op", true},         {'N', true, "nranks", true},
     {'T', false, "transport", true}, {'J', false, "json", true},
-    {'B', false, "baseline", true},  {'h', true, "help", false},
+    {'B', false, "baseline", true},  {'C', true, "collective", true},
+    {'r', true, "root", true},       {'K', false, "calibrate", true},
+    {'P', false, "predict", false},  {'M', false, "model", true},
+    {'h', true, "help", false},
 };
 
 const Flag* findShort(char c) {
@@ -66,6 +70,17 @@ void apply(Options& o, char flag, const std::string& v) {
       if (v != "mpi") throw UsageError("--baseline: '" + v + "' is not a baseline (only: mpi)");
       o.baselineMpi = true;
       break;
+    case 'C': o.collectives = parseCollectives(v); break;
+    case 'r':
+      o.allRoots = v == "all";
+      if (!o.allRoots) o.root = static_cast<int>(parseInteger(v, "-r", 0, 1023));
+      break;
+    case 'K':
+      if (v.empty()) throw UsageError("--calibrate needs a file name");
+      o.calibratePath = v;
+      break;
+    case 'P': o.predict = true; break;
+    case 'M': o.modelPath = v; break;
     case 'h': o.help = true; break;
   }
 }
@@ -104,15 +119,23 @@ Options parseOptions(int argc, char** argv) {
   }
   if (o.types.empty()) o.types = parseTypes("float");
   if (o.ops.empty()) o.ops = parseOps("sum");
+  if (o.collectives.empty()) o.collectives = parseCollectives("allreduce");
+  if (o.predict && o.modelPath.empty() && o.calibratePath.empty()) {
+    throw UsageError("--predict needs the model's parameters: --model FILE, or --calibrate FILE");
+  }
+  if (!o.modelPath.empty() && !o.predict) throw UsageError("--model is only used by --predict");
   if (!o.help) sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);  // validates -b/-e/-f/-i
   return o;
 }
 
 void printUsage(std::FILE* out, const char* program) {
   std::fprintf(out,
-      "usage: %s [flags]          all-reduce bandwidth sweep over coil (nccl-tests style)\n"
-      "  -b, --minbytes SIZE      smallest message (default 8); K/M/G suffixes\n"
-      "  -e, --maxbytes SIZE      largest message (default 64M)\n"
+      "usage: %s [flags]          bandwidth sweep of coil's collectives (nccl-tests style)\n"
+      "  -C, --collective C       allreduce broadcast reduce allgather reducescatter alltoall\n"
+      "                           gather scatter sendrecv, a comma list, or all (default\n"
+      "                           allreduce; all runs them one after another)\n"
+      "  -b, --minbytes SIZE      smallest size (default 8); K/M/G suffixes\n"
+      "  -e, --maxbytes SIZE      largest size (default 64M)\n"
       "  -f, --stepfactor X       multiply the size by X each step (default 2)\n"
       "  -i, --stepbytes SIZE     add SIZE each step instead of -f\n"
       "  -n, --iters N            timed iterations per size (default 20)\n"
@@ -120,12 +143,28 @@ void printUsage(std::FILE* out, const char* program) {
       "  -c, --check 0|1          verify results bit-exactly (default 1)\n"
       "  -d, --datatype T         float half bfloat16 double int8 uint8 int32 uint32\n"
       "                           int64 uint64, or all (default float)\n"
-      "  -o, --op OP              sum prod max min avg, or all (default sum)\n"
+      "  -o, --op OP              sum prod max min avg, or all (default sum); only for\n"
+      "                           allreduce, reduce and reducescatter (others print none)\n"
+      "  -r, --root R|all         root of broadcast, reduce, gather, scatter (default 0);\n"
+      "                           all: every rank in turn\n"
       "  -N, --nranks N           ranks to fork on this host (default 2; not with a launcher)\n"
       "      --transport shm|tcp  force coil's transport (sets COIL_TRANSPORT)\n"
       "      --json FILE          also write every row as JSON\n"
-      "      --baseline mpi       also time MPI_Allreduce (needs mpirun and an MPI build)\n"
+      "      --baseline mpi       also time MPI's counterpart of each collective (needs\n"
+      "                           mpirun and an MPI build)\n"
+      "      --calibrate FILE     measure alpha, beta, gamma of the transport in use and\n"
+      "                           write them to FILE (the COIL_TUNE_FILE format); no sweep\n"
+      "      --predict            all-reduce ring and tree: the cost model's time next to\n"
+      "                           the measured one, for every size of -b/-e/-f\n"
+      "      --model FILE         parameters for --predict (default: --calibrate's fit)\n"
       "  -h, --help               this text\n"
+      "Sizes (nccl-tests' convention): SIZE is the bytes of the whole operation. For\n"
+      "allgather, reducescatter, alltoall, gather and scatter it is n blocks of count/n\n"
+      "elements (rounded down to whole blocks); busbw = algbw * 2(n-1)/n for allreduce,\n"
+      "(n-1)/n for allgather, reducescatter, alltoall, gather, scatter, and 1 for\n"
+      "broadcast, reduce and sendrecv (ring: send to rank+1, receive from rank-1).\n"
+      "In-place columns: allreduce, broadcast, reduce, allgather, reducescatter; n/a\n"
+      "for the others.\n"
       "Launch: without a launcher, coil_perf forks -N ranks itself. Under mpirun it\n"
       "shares coil's id with MPI_Bcast (MPI builds) or uses MASTER_ADDR/MASTER_PORT;\n"
       "under torchrun or Slurm it uses RANK/WORLD_SIZE (SLURM_PROCID/SLURM_NTASKS)\n"

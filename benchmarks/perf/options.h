@@ -1,5 +1,5 @@
 // coil_perf's command line, with the flags and defaults of nccl-tests'
-// all_reduce_perf where the two overlap.
+// *_perf programs where the two overlap.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives.h"
 #include "dtypes.h"
 
 namespace coil_perf {
@@ -25,11 +26,18 @@ struct Options {
   std::string transport;                ///< --transport; empty = leave COIL_TRANSPORT as is
   std::string jsonPath;                 ///< --json
   bool baselineMpi = false;             ///< --baseline mpi
+  std::vector<CollectiveInfo> collectives;  ///< -C (default allreduce)
+  int root = 0;                         ///< -r
+  bool allRoots = false;                ///< -r all: every rank in turn
+  std::string calibratePath;            ///< --calibrate FILE; empty = no calibration
+  bool predict = false;                 ///< --predict
+  std::string modelPath;                ///< --model FILE (for --predict)
   bool help = false;                    ///< -h
 };
 
 /// Parses argv. Throws UsageError (with a message naming the flag) on an
-/// unknown flag, a missing or malformed value, or inconsistent sizes.
+/// unknown flag, a missing or malformed value, inconsistent sizes, or
+/// --predict without a model (--model, or --calibrate in the same run).
 Options parseOptions(int argc, char** argv);
 
 /// Writes the flag summary to `out`.

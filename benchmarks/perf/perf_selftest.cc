@@ -10,6 +10,7 @@
 #include "check.h"
 #include "dtypes.h"
 #include "options.h"
+#include "selftest_reference.h"
 #include "units.h"
 
 namespace coil_perf {
@@ -99,6 +100,29 @@ TEST(Options, RejectsMistakes) {
   }
 }
 
+TEST(Options, CollectivesRootsAndModelTools) {
+  const Options defaults = parse({});
+  ASSERT_EQ(defaults.collectives.size(), 1u);
+  EXPECT_EQ(defaults.collectives[0].id, Collective::AllReduce);
+  EXPECT_EQ(defaults.root, 0);
+  EXPECT_FALSE(defaults.allRoots);
+  EXPECT_EQ(parse({"-C", "all"}).collectives.size(), 9u);
+  const Options o = parse({"-C", "broadcast,sendrecv", "-r", "2", "--calibrate", "cal.txt",
+                           "--predict"});
+  ASSERT_EQ(o.collectives.size(), 2u);
+  EXPECT_EQ(o.collectives[1].id, Collective::SendRecv);
+  EXPECT_EQ(o.root, 2);
+  EXPECT_EQ(o.calibratePath, "cal.txt");
+  EXPECT_TRUE(o.predict);
+  EXPECT_TRUE(parse({"-r", "all"}).allRoots);
+  EXPECT_EQ(parse({"--predict", "--model", "m.txt"}).modelPath, "m.txt");
+  for (std::vector<const char*> bad : std::vector<std::vector<const char*>>{
+           {"-C", "bcast"}, {"-C", "allreduce,"}, {"-r", "-1"}, {"-r", "x"}, {"--predict"},
+           {"--model", "m.txt"}, {"--calibrate"}, {"--predict=1"}}) {
+    EXPECT_THROW(parse(bad), UsageError) << bad[0] << " " << bad.back();
+  }
+}
+
 TEST(Rounding, HalfAndBfloat16RoundToNearestEven) {
   EXPECT_EQ(floatToHalfBits(1.0f), 0x3C00);
   EXPECT_EQ(floatToHalfBits(-2.5f), 0xC100);
@@ -116,45 +140,6 @@ TEST(Rounding, HalfAndBfloat16RoundToNearestEven) {
   EXPECT_EQ(floatToBf16Bits(1.01171875f), 0x3F82);             // tie, rounds to even
 }
 
-// The reference decodes every input to a double, reduces in rank order and
-// rounds once; it shares no code with the checker's integer arithmetic.
-double decode(const unsigned char* p, const TypeInfo& t) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, p, t.size);
-  switch (t.encoding) {
-    case Encoding::SignedInt: {
-      const unsigned shift = 64 - 8 * static_cast<unsigned>(t.size);
-      return static_cast<double>(static_cast<int64_t>(bits << shift) >> shift);
-    }
-    case Encoding::UnsignedInt: return static_cast<double>(bits);
-    case Encoding::Float: { float f; std::memcpy(&f, p, 4); return f; }
-    case Encoding::Double: { double d; std::memcpy(&d, p, 8); return d; }
-    case Encoding::Half: {
-      const int e = (bits >> 10) & 31, m = bits & 1023;
-      const double v = e ? std::ldexp(1024.0 + m, e - 25) : std::ldexp(double(m), -24);
-      return (bits & 0x8000) ? -v : v;
-    }
-    case Encoding::Bfloat16: {
-      const uint32_t u = static_cast<uint32_t>(bits) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-  }
-  return 0;
-}
-
-void encode(double v, unsigned char* p, const TypeInfo& t) {
-  switch (t.encoding) {
-    case Encoding::SignedInt:
-    case Encoding::UnsignedInt: { const int64_t i = static_cast<int64_t>(v); std::memcpy(p, &i, t.size); break; }
-    case Encoding::Float: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    case Encoding::Double: std::memcpy(p, &v, 8); break;
-    case Encoding::Half: { const uint16_t h = floatToHalfBits(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case Encoding::Bfloat16: { const uint16_t h = floatToBf16Bits(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-  }
-}
-
 TEST(Checker, AgreesWithAReferenceReductionAndCatchesOneFlippedBit) {
   constexpr size_t kCount = 777;
   for (int n : {1, 2, 3, 4, 7, 8, 16}) {
@@ -165,19 +150,8 @@ TEST(Checker, AgreesWithAReferenceReductionAndCatchesOneFlippedBit) {
         for (int r = 0; r < n; ++r) fillInput(in[r].data(), kCount, t, o.op, r, n);
         std::vector<unsigned char> out(kCount * t.size);
         for (size_t i = 0; i < kCount; ++i) {
-          double acc = decode(&in[0][i * t.size], t);
-          for (int r = 1; r < n; ++r) {
-            const double v = decode(&in[r][i * t.size], t);
-            if (o.op == coilProd) acc *= v;
-            else if (o.op == coilMax) acc = std::max(acc, v);
-            else if (o.op == coilMin) acc = std::min(acc, v);
-            else acc += v;
-          }
-          if (o.op == coilAvg) {
-            const bool integer = t.encoding == Encoding::SignedInt || t.encoding == Encoding::UnsignedInt;
-            acc = integer ? std::trunc(acc / n) : acc / n;
-          }
-          encode(acc, &out[i * t.size], t);
+          reference::reduceElement([&](int r) { return &in[r][i * t.size]; }, n, t, o.op,
+                                   &out[i * t.size]);
         }
         EXPECT_EQ(countWrong(out.data(), kCount, t, o.op, n).count, 0u);
         out[123 * t.size] ^= 1;

@@ -29,12 +29,15 @@ struct BaselineCell {
 };
 
 struct Row {
+  std::string collective = "allreduce";
   size_t bytes = 0;
   size_t count = 0;
   std::string type;
-  std::string op;
+  std::string op;   ///< "none" for collectives that do not reduce
+  int root = -1;    ///< -1 for collectives without a root
   Measure outOfPlace;
   Measure inPlace;
+  bool hasInPlace = true;  ///< false: the in-place columns read n/a
   BaselineCell baseline;
 };
 
@@ -51,16 +54,25 @@ struct RunInfo {
   bool check = true;
   std::string baselineName;  ///< "" = no baseline columns; else e.g. "mpi"
   std::vector<std::string> ranks;  ///< "pid 123 on host" per rank
+  std::vector<std::string> collectives;  ///< in run order; empty = all-reduce only
 };
 
 /// algbw and busbw (GB/s) of an all-reduce of `bytes` taking `seconds`.
 Measure bandwidth(size_t bytes, double seconds, int nranks);
+/// algbw and busbw = algbw * busFactor of an operation of `bytes` taking `seconds`.
+Measure bandwidthWithFactor(size_t bytes, double seconds, double busFactor);
 
 class Table {
  public:
   /// Prints to `out`, flushing after every line.
   Table(std::FILE* out, const RunInfo& info);
+  /// printRunInfo, then printColumns for an untitled all-reduce block.
   void printHeader() const;
+  /// The run's description: ranks, transport, sizes.
+  void printRunInfo() const;
+  /// The column titles of a block of rows; `rooted` adds the root column,
+  /// `title` (if not empty) precedes them as "# Collective: <title>".
+  void printColumns(bool rooted, const std::string& title) const;
   void printRow(const Row& row) const;
   /// The footer; `avgBusbw` averages out-of-place and in-place busbw over
   /// all rows; `wrongTotal` < 0 means results were not checked.
@@ -71,7 +83,8 @@ class Table {
   RunInfo info_;
 };
 
-/// Mean of the out-of-place and in-place busbw of every row (0 if none).
+/// Mean of the out-of-place and in-place busbw of every row (0 if none);
+/// rows without an in-place form count their out-of-place busbw only.
 double averageBusbw(const std::vector<Row>& rows);
 
 }  // namespace coil_perf

@@ -1,19 +1,25 @@
 #include "sweep.h"
 
-#include <chrono>
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <stdexcept>
+#include <string>
 
-#include "check.h"
 #include "coil_calls.h"
+#include "expect.h"
 #include "units.h"
 
 namespace coil_perf {
 namespace {
 
 constexpr int kMaxMismatchReports = 8;
+
+// Collectives that do not reduce run once per type, under this name.
+const OpInfo kNoOp{"none", coilSum};
 
 void* allocatePages(size_t bytes) {
   constexpr size_t kAlign = 4096;
@@ -33,114 +39,157 @@ Sweep::Sweep(const Options& opts, const Participant& self, const Table* table)
       recv_(allocatePages(opts.maxBytes), std::free) {}
 
 void Sweep::run() {
+  for (const CollectiveInfo& coll : opts_.collectives) runCollective(coll);
+}
+
+std::vector<int> Sweep::roots(const CollectiveInfo& coll) const {
+  if (!coll.rooted) return {-1};
+  const int n = self_.nranks();
+  if (!opts_.allRoots && opts_.root >= n) {
+    throw std::runtime_error("-r " + std::to_string(opts_.root) + ": the communicator has only " +
+                             std::to_string(n) + " ranks");
+  }
+  std::vector<int> out;
+  for (int r = opts_.allRoots ? 0 : opts_.root; r < (opts_.allRoots ? n : opts_.root + 1); ++r) {
+    out.push_back(r);
+  }
+  return out;
+}
+
+void Sweep::runCollective(const CollectiveInfo& coll) {
   const std::vector<size_t> sizes =
       sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes);
-  warmUp(sizes.back());
+  const std::vector<OpInfo> ops = coll.reduces ? opts_.ops : std::vector<OpInfo>{kNoOp};
+  const std::vector<int> rootList = roots(coll);
+  // A plain all-reduce run keeps the original table (tools depend on it).
+  const bool plainAllReduce =
+      opts_.collectives.size() == 1 && coll.id == Collective::AllReduce;
+  if (table_ != nullptr) table_->printColumns(coll.rooted, plainAllReduce ? "" : coll.name);
+  const size_t firstRow = rows_.size();
+  long long wrong = 0;
+  warmUp(coll, rootList.front(), sizes.back());
   for (const TypeInfo& type : opts_.types) {
-    for (const OpInfo& op : opts_.ops) {
-      size_t previousCount = SIZE_MAX;
-      for (size_t bytes : sizes) {
-        // Sizes below one element, or not a multiple of it, can round to the
-        // count of the previous row: measure each count once.
-        if (bytes / type.size == previousCount) continue;
-        previousCount = bytes / type.size;
-        rows_.push_back(measure(type, op, bytes));
-        if (table_ != nullptr) table_->printRow(rows_.back());
+    for (const OpInfo& op : ops) {
+      for (int root : rootList) {
+        size_t previousCount = SIZE_MAX;
+        for (size_t bytes : sizes) {
+          // Sizes below one element (one block of n elements), or between
+          // two multiples of it, repeat the previous count: measure each once.
+          const size_t count = layoutFor(coll.id, bytes, type.size, self_.nranks()).count;
+          if (count == previousCount) continue;
+          previousCount = count;
+          rows_.push_back(measure(coll, type, op, root, bytes));
+          const Row& row = rows_.back();
+          wrong += std::max(0LL, row.outOfPlace.wrong) + std::max(0LL, row.inPlace.wrong);
+          if (table_ != nullptr) table_->printRow(row);
+        }
       }
     }
   }
+  wrongTotal_ += wrong;
+  if (table_ != nullptr) {
+    const std::vector<Row> mine(rows_.begin() + static_cast<std::ptrdiff_t>(firstRow), rows_.end());
+    table_->printFooter(opts_.check ? wrong : -1, averageBusbw(mine));
+  }
 }
 
-void Sweep::warmUp(size_t bytes) {
+CollCall Sweep::outOfPlace(const CollectiveInfo& coll, const Layout& layout, const TypeInfo& type,
+                           const OpInfo& op, int root) {
+  CollCall call;
+  call.coll = coll.id;
+  call.send = send_.get();
+  call.recv = recv_.get();
+  call.count = layout.count;
+  call.type = type;
+  call.op = op.op;
+  call.root = root < 0 ? 0 : root;
+  return call;
+}
+
+void Sweep::warmUp(const CollectiveInfo& coll, int root, size_t bytes) {
   // As nccl-tests does: a few calls at the largest size before the first
   // row, so first-use costs (page faults on fresh buffers, lazily built
   // connections, cold caches and branch predictors) do not land in it.
   const TypeInfo& type = opts_.types.front();
-  const OpInfo& op = opts_.ops.front();
-  const size_t count = bytes / type.size;
-  fillInput(send_.get(), count, type, op.op, self_.rank(), self_.nranks());
-  for (int i = 0; i < opts_.warmup; ++i) allReduce(send_.get(), recv_.get(), count, type, op);
-  if (opts_.baselineMpi && self_.mpi() != nullptr && self_.mpi()->unsupported(type.type, op.op) == nullptr) {
-    self_.mpi()->timeAllreduce(send_.get(), recv_.get(), count, type.type, op.op, opts_.warmup, 1);
+  const OpInfo& op = coll.reduces ? opts_.ops.front() : kNoOp;
+  const int rank = self_.rank(), n = self_.nranks();
+  const Layout layout = layoutFor(coll.id, bytes, type.size, n);
+  const CollCall call = outOfPlace(coll, layout, type, op, root);
+  fillCollectiveInput(call, layout, rank, n);
+  for (int i = 0; i < opts_.warmup; ++i) runCoil(call, self_.comm(), rank, n);
+  if (opts_.baselineMpi && self_.mpi() != nullptr && self_.mpi()->unsupported(call) == nullptr) {
+    self_.mpi()->timeCollective(call, opts_.warmup, 1);
   }
 }
 
-void Sweep::allReduce(const void* send, void* recv, size_t count, const TypeInfo& type,
-                      const OpInfo& op) {
-  coilComm_t comm = self_.comm();
-  coilCheck(coilAllReduce(send, recv, count, type.type, op.op, comm, nullptr), "coilAllReduce",
-            comm);
-}
-
-double Sweep::timeCalls(const void* send, void* recv, size_t count, const TypeInfo& type,
-                        const OpInfo& op) {
-  for (int i = 0; i < opts_.warmup; ++i) allReduce(send, recv, count, type, op);
-  maxOverRanks(self_.comm(), 0.0);  // a barrier: start the clocks together
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < opts_.iters; ++i) allReduce(send, recv, count, type, op);
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / opts_.iters;
-}
-
-long long Sweep::checkedCall(bool inPlace, size_t count, const TypeInfo& type, const OpInfo& op,
-                             size_t bytes) {
-  void* recv = recv_.get();
-  void* send = inPlace ? recv : send_.get();
-  if (!inPlace) poison(recv, count, type);
-  fillInput(send, count, type, op.op, self_.rank(), self_.nranks());
-  allReduce(send, recv, count, type, op);
-  const WrongReport report = countWrong(recv, count, type, op.op, self_.nranks());
+long long Sweep::checkedCall(const CollCall& call, const Layout& layout, bool inPlace) {
+  const int rank = self_.rank(), n = self_.nranks();
+  poisonCollectiveOutput(call, layout, rank);
+  fillCollectiveInput(call, layout, rank, n);  // after: an in-place input overwrites the poison
+  runCoil(call, self_.comm(), rank, n);
+  const WrongReport report = checkCollectiveOutput(call, layout, rank, n);
   if (report.count > 0 && mismatchReports_++ < kMaxMismatchReports) {
+    const CollectiveInfo& coll = collectiveInfo(call.coll);
+    const std::string root = coll.rooted ? " root " + std::to_string(call.root) : "";
     std::fprintf(stderr,
-                 "coil_perf: rank %d: %s %s %zu B %s: %zu wrong values; first at element %zu: "
-                 "got 0x%llx, expected 0x%llx\n",
-                 self_.rank(), type.name, op.name, bytes, inPlace ? "in-place" : "out-of-place",
-                 report.count, report.firstIndex, static_cast<unsigned long long>(report.firstGot),
+                 "coil_perf: rank %d: %s%s %s %s %zu B %s: %zu wrong values; first at element "
+                 "%zu: got 0x%llx, expected 0x%llx\n",
+                 rank, coll.name, root.c_str(), call.type.name,
+                 coll.reduces ? opNameOf(call.op) : "none", layout.bytes,
+                 inPlace ? "in-place" : "out-of-place", report.count, report.firstIndex,
+                 static_cast<unsigned long long>(report.firstGot),
                  static_cast<unsigned long long>(report.firstExpected));
   }
   return static_cast<long long>(sumOverRanks(self_.comm(), report.count));
 }
 
-Row Sweep::measure(const TypeInfo& type, const OpInfo& op, size_t bytes) {
-  const int n = self_.nranks();
+Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInfo& op, int root,
+                   size_t bytes) {
+  const int rank = self_.rank(), n = self_.nranks();
+  const Layout layout = layoutFor(coll.id, bytes, type.size, n);
+  const double factor = busFactor(coll.id, n);
+  coilComm_t comm = self_.comm();
   Row row;
-  row.count = bytes / type.size;
-  row.bytes = row.count * type.size;
+  row.collective = coll.name;
+  row.bytes = layout.bytes;
+  row.count = layout.totalCount;
   row.type = type.name;
   row.op = op.name;
-  void* send = send_.get();
-  void* recv = recv_.get();
+  row.root = root;
+  row.hasInPlace = coll.inPlace;
 
   // Out-of-place. Inputs are always the checker's values, so timings never
   // run on denormals or NaNs left over from an earlier row.
-  fillInput(send, row.count, type, op.op, self_.rank(), n);
-  const double oopSeconds = maxOverRanks(self_.comm(), timeCalls(send, recv, row.count, type, op));
-  row.outOfPlace = bandwidth(row.bytes, oopSeconds, n);
-  if (opts_.check) row.outOfPlace.wrong = checkedCall(false, row.count, type, op, row.bytes);
+  const CollCall call = outOfPlace(coll, layout, type, op, root);
+  fillCollectiveInput(call, layout, rank, n);
+  row.outOfPlace = bandwidthWithFactor(
+      layout.bytes, timeCoil(call, comm, rank, n, opts_.warmup, opts_.iters), factor);
+  if (opts_.check) row.outOfPlace.wrong = checkedCall(call, layout, false);
 
-  // In-place: the same buffer is both input and output, as in nccl-tests.
-  fillInput(recv, row.count, type, op.op, self_.rank(), n);
-  const double ipSeconds = maxOverRanks(self_.comm(), timeCalls(recv, recv, row.count, type, op));
-  row.inPlace = bandwidth(row.bytes, ipSeconds, n);
-  if (opts_.check) row.inPlace.wrong = checkedCall(true, row.count, type, op, row.bytes);
+  // In-place, with nccl-tests' pointers (collectives.h).
+  if (coll.inPlace) {
+    CollCall inPlace = call;
+    inPlacePointers(coll.id, recv_.get(), layout, type.size, rank, &inPlace.send, &inPlace.recv);
+    fillCollectiveInput(inPlace, layout, rank, n);
+    row.inPlace = bandwidthWithFactor(
+        layout.bytes, timeCoil(inPlace, comm, rank, n, opts_.warmup, opts_.iters), factor);
+    if (opts_.check) row.inPlace.wrong = checkedCall(inPlace, layout, true);
+  }
 
   if (opts_.baselineMpi && self_.mpi() != nullptr) {
     MpiWorld* mpi = self_.mpi();
-    if (const char* why = mpi->unsupported(type.type, op.op)) {
+    if (const char* why = mpi->unsupported(call)) {
       row.baseline.note = why;
     } else {
-      fillInput(send, row.count, type, op.op, self_.rank(), n);
-      const double local = mpi->timeAllreduce(send, recv, row.count, type.type, op.op,
-                                              opts_.warmup, opts_.iters);
-      const Measure m = bandwidth(row.bytes, maxOverRanks(self_.comm(), local), n);
+      fillCollectiveInput(call, layout, rank, n);
+      const double local = mpi->timeCollective(call, opts_.warmup, opts_.iters);
+      const Measure m = bandwidthWithFactor(layout.bytes, maxOverRanks(comm, local), factor);
       row.baseline.measured = true;
       row.baseline.timeUs = m.timeUs;
       row.baseline.busbw = m.busbw;
       row.baseline.ratio = m.busbw > 0 ? row.outOfPlace.busbw / m.busbw : 0.0;
     }
   }
-  if (row.outOfPlace.wrong > 0) wrongTotal_ += row.outOfPlace.wrong;
-  if (row.inPlace.wrong > 0) wrongTotal_ += row.inPlace.wrong;
   return row;
 }
 

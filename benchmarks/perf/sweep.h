@@ -1,12 +1,14 @@
-// The measurement loop: for every type, operator and size, time coil's
-// out-of-place and in-place all-reduce (and MPI's, with --baseline mpi),
-// then check one extra call of each outside the timed loop.
+// The measurement loop: for every collective, type, operator, root and
+// size, time coil's out-of-place and in-place forms (and MPI's counterpart,
+// with --baseline mpi), then check one extra call of each outside the timed
+// loop against expect.h's independently computed results.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <vector>
 
+#include "collectives.h"
 #include "launch.h"
 #include "options.h"
 #include "report.h"
@@ -16,11 +18,13 @@ namespace coil_perf {
 class Sweep {
  public:
   /// `table` is where rank 0 prints each row as soon as it is measured;
-  /// nullptr on the other ranks. Allocates buffers of opts.maxBytes.
+  /// nullptr on the other ranks. Allocates two buffers of opts.maxBytes.
   Sweep(const Options& opts, const Participant& self, const Table* table);
 
-  /// Runs every row. Every rank must call it (the rows are collective).
-  /// Throws CoilFailure if coil fails; wrong results do not throw.
+  /// Runs every row of every collective of opts.collectives; each gets its
+  /// own column header and footer. Every rank must call it (the rows are
+  /// collective). Throws CoilFailure if coil fails, std::runtime_error for a
+  /// root outside the communicator; wrong results do not throw.
   void run();
 
   /// The rows measured so far (complete on every rank).
@@ -31,18 +35,19 @@ class Sweep {
  private:
   using Buffer = std::unique_ptr<void, void (*)(void*)>;
 
+  void runCollective(const CollectiveInfo& coll);
   /// opts.warmup untimed calls at `bytes` (the largest size), before any row.
-  void warmUp(size_t bytes);
-  Row measure(const TypeInfo& type, const OpInfo& op, size_t bytes);
-  /// Mean seconds per call of this rank, after warmup and a barrier.
-  double timeCalls(const void* send, void* recv, size_t count, const TypeInfo& type,
-                   const OpInfo& op);
+  void warmUp(const CollectiveInfo& coll, int root, size_t bytes);
+  Row measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInfo& op, int root,
+              size_t bytes);
+  /// The out-of-place call of `coll` on this sweep's buffers.
+  CollCall outOfPlace(const CollectiveInfo& coll, const Layout& layout, const TypeInfo& type,
+                      const OpInfo& op, int root);
   /// One checked call: poisoned output, fresh input; returns the wrong
   /// count summed over ranks.
-  long long checkedCall(bool inPlace, size_t count, const TypeInfo& type, const OpInfo& op,
-                        size_t bytes);
-  void allReduce(const void* send, void* recv, size_t count, const TypeInfo& type,
-                 const OpInfo& op);
+  long long checkedCall(const CollCall& call, const Layout& layout, bool inPlace);
+  /// The roots to run `coll` with: {-1} when it has none.
+  std::vector<int> roots(const CollectiveInfo& coll) const;
 
   const Options& opts_;
   const Participant& self_;

@@ -1,0 +1,42 @@
+// The cost model's formulas, as coil_perf needs them for --calibrate and
+// --predict. They mirror Model::predictUs in src/tune/tuner.cc (all-reduce
+// ring and tree, all-gather) for the FIFO algorithms; coil_perf is a client
+// of the public API and cannot include the tuner, so a change there must be
+// repeated here (the self-test pins a few values).
+//
+//   n ranks, S bytes (all-reduce: the buffer; all-gather: n blocks),
+//   C = chunk bytes, f = (n-1)/n:
+//   ring all-reduce  2(n-1)·rounds·α + 2f·S·β + f·S·γ,   rounds = max(1, ceil(S / (n·C)))
+//   tree all-reduce  (2·ceil(log2 n) + chunks)·α + 2S·β + S·γ,  chunks = max(1, ceil(S / 2C))
+//   all-gather       (n-1)·α + f·S·β
+//   one rank         S·β (a local copy)
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace coil_perf {
+
+/// α-β-γ parameters of one transport, in the units of COIL_TUNE.
+struct ModelParams {
+  double alphaUs = 0;         ///< µs per step (a slot hand-off)
+  double betaUsPerByte = 0;   ///< µs per byte moved over a link
+  double gammaUsPerByte = 0;  ///< µs per byte reduced
+};
+
+/// Predicted µs of a ring all-reduce of `bytes` per rank.
+double predictRingAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes);
+/// Predicted µs of a double-binary-tree all-reduce of `bytes` per rank.
+double predictTreeAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes);
+/// Predicted µs of a ring all-gather of `bytes` in all (n blocks).
+double predictAllGatherUs(const ModelParams& m, int nranks, double bytes);
+
+/// The ring/tree chunk coil will use on `transport` ("shm" or "tcp") with
+/// the current environment: one FIFO slot (rounded down to 64 bytes) times
+/// half the slot count, from COIL_SHM_SLOTS/COIL_SHM_SLOT_BYTES or
+/// COIL_TCP_SLOTS/COIL_TCP_SLOT_BYTES/COIL_NSOCKS and coil's defaults.
+/// An estimate: the public API does not report it (mirrors
+/// Communicator::agreeOnSlices and the transports' defaults).
+size_t estimatedChunkBytes(const std::string& transport);
+
+}  // namespace coil_perf
