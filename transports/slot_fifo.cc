@@ -115,9 +115,11 @@ bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
         [&] {
           if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
             throw WaitAbandoned{WaitFailure::Aborted};
-          // Data published before the close is still delivered: tryPeek ran first.
-          if (ctl_->producerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
-          if (processGone(ctl_->producerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
+          // Data published before the close is still delivered: look again
+          // after seeing the flag or the exit (the producer may have
+          // published, closed and exited since the last look).
+          if (ctl_->producerClosed.load() && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerClosed};
+          if (processGone(ctl_->producerPid) && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerDied};
         },
         watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; });
   } catch (const WaitAbandoned& w) {

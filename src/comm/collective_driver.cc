@@ -1,12 +1,20 @@
 // From one API call to one algorithm run: pick the algorithm (tune/), set up
-// the buffers the algorithm expects, stamp the fingerprint, run the per-rank
-// program on the FIFO executor. Any failure breaks the communicator.
+// the buffers the algorithm expects, stamp the fingerprint, then run either
+//   - a direct all-reduce (one-shot or slice over the shared window, or the
+//     one-shot over FIFOs): runDirect, or
+//   - a per-rank program over Primitives on the FIFO executor.
+// Any failure breaks the communicator.
+#include <time.h>
+
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <vector>
 
 #include "algorithms/collectives.h"
 #include "algorithms/fifo_executor.h"
+#include "algorithms/fifo_oneshot.h"
+#include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -39,13 +47,58 @@ size_t modelBytes(const CollectiveCall& c, int n) {
   }
 }
 
+// The deadline of a call: `timeoutMs` from now. steady_clock costs ~25 ns
+// on the reference VM, a tenth of a small all-reduce, so a deadline is
+// reused while the coarse clock (~5 ns, 4 ms resolution) says it was set
+// less than kDeadlineReuseMs ago: a call may then time out up to that much
+// early, never late.
+constexpr int64_t kDeadlineReuseMs = 8;
+
+int64_t coarseMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+Deadline callDeadline(const void* comm, int64_t timeoutMs) {
+  struct Cached {
+    const void* comm = nullptr;
+    int64_t timeoutMs = 0;
+    int64_t setAtMs = 0;
+    Deadline deadline = Deadline::never();
+  };
+  thread_local Cached cached;
+  const int64_t now = coarseMs();
+  if (cached.comm != comm || cached.timeoutMs != timeoutMs || now - cached.setAtMs >= kDeadlineReuseMs) {
+    cached = {comm, timeoutMs, now, Deadline::after(timeoutMs)};
+  }
+  return cached.deadline;
+}
+
+// "allreduce #12 (1024 x float32, sum)", for messages and logs.
+struct CallText {
+  const CollectiveCall& c;
+  uint32_t seq;
+  std::string operator()() const {
+    std::ostringstream desc;
+    desc << algo::collName(c.kind) << " #" << seq << " (" << c.count << " x "
+         << reduce::typeName(c.type);
+    if (hasOp(c.kind))
+      desc << ", " << (reduce::validOp(c.op) ? reduce::opName(c.op) : "premulsum");
+    if (hasRoot(c.kind)) desc << ", root " << c.root;
+    desc << ")";
+    return desc.str();
+  }
+};
+
 using Program = void (*)(algo::Primitives&, const algo::CallShape&);
 
-Program programFor(CollKind kind, const std::string& a) {
+Program programFor(CollKind kind, tune::Algo a) {
+  const bool tree = a == tune::Algo::kTree;
   switch (kind) {
     case CollKind::AllReduce:
-    case CollKind::Barrier: return a == "tree" ? algo::doubleTreeAllReduce : algo::ringAllReduce;
-    case CollKind::Broadcast: return a == "tree" ? algo::treeBroadcast : algo::ringBroadcast;
+    case CollKind::Barrier: return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
+    case CollKind::Broadcast: return tree ? algo::treeBroadcast : algo::ringBroadcast;
     case CollKind::Reduce: return algo::chainReduce;
     case CollKind::AllGather: return algo::ringAllGather;
     case CollKind::ReduceScatter: return algo::ringReduceScatter;
@@ -75,25 +128,29 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   const size_t sliceElems = sliceBytes_ / esize;
   const size_t chunkElems = sliceElems * slicesPerChunk_;
 
+  const bool logTune = log::enabled(log::Level::Info, log::kTune);
   std::vector<tune::Prediction> predictions;
-  const std::string algorithm =
-      tune::choose(c.kind, modelBytes(c, nranks_), nranks_, chunkElems * esize, linkModel_,
-                   algoOverride_, log::enabled(log::Level::Info, log::kTune) ? &predictions : nullptr);
-
-  algo::CallData data;
-  data.input = c.sendbuff;
-  data.output = c.recvbuff;
-  data.count = c.count;
-  data.type = c.type;
-  data.op = c.op;
-  data.rank = rank_;
-  data.nranks = nranks_;
+  const tune::Choice choice = tune::choose(model_, c.kind, modelBytes(c, nranks_), algoOverride_,
+                                           logTune ? &predictions : nullptr);
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
-  data.tag = algo::Fingerprint{seq, c.kind, c.type, hasOp(c.kind) ? c.op : coilSum,
-                               c.count ^ (static_cast<uint64_t>(c.root) << 48)}
-                 .encode();
+  const uint64_t tag = algo::Fingerprint{seq, c.kind, c.type, hasOp(c.kind) ? c.op : coilSum,
+                                         c.count ^ (static_cast<uint64_t>(c.root) << 48)}
+                           .encode();
+  // Text for messages and logs; built only when one needs it. (Held by
+  // reference, the std::function never allocates on this per-call path.)
+  const CallText text{c, seq};
+  const std::function<std::string()> describe = std::cref(text);
+  if (logTune) {
+    std::ostringstream costs;
+    for (const auto& p : predictions) costs << " " << tune::algoName(p.algorithm) << "=" << p.microseconds << "us";
+    COIL_INFO(kTune, describe(), ": predicted", costs.str(), " -> ", tune::algoName(choice.algorithm),
+              choice.forced ? " (forced by COIL_ALGO)"
+                            : choice.forcedUnavailable ? " (COIL_ALGO's choice cannot run this call)" : "");
+  }
 
   // A pre-multiplied sum scales this rank's input once, then sums.
+  const void* input = c.sendbuff;
+  coilRedOp_t op = c.op;
   std::vector<uint8_t> scaled;
   if (hasOp(c.kind) && !reduce::validOp(c.op)) {
     const PreMulSum& pm = preMulOps_.at(c.op);
@@ -107,14 +164,29 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
       size_t n = std::min<size_t>(4096, elems - o);
       mul(&scaled[o * esize], static_cast<const uint8_t*>(c.sendbuff) + o * esize, splat.data(), n);
     }
-    data.input = scaled.data();
-    data.op = coilSum;
+    input = scaled.data();
+    op = coilSum;
   }
 
+  transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_};
+  CollectiveCall direct = c;
+  direct.op = op;
+  if (runDirect(direct, choice.algorithm, input, tag, describe, watch)) return;
+
+  algo::CallData data;
+  data.input = input;
+  data.output = c.recvbuff;
+  data.count = c.count;
+  data.type = c.type;
+  data.op = op;
+  data.rank = rank_;
+  data.nranks = nranks_;
+  data.tag = tag;
+
   // Buffer layouts the algorithms expect (collectives.h).
-  const bool inPlaceAlgo = (c.kind == CollKind::AllReduce && algorithm == "tree") ||
-                           (c.kind == CollKind::Broadcast && algorithm == "tree") ||
-                           c.kind == CollKind::AllGather;
+  const bool tree = choice.algorithm == tune::Algo::kTree;
+  const bool inPlaceAlgo = (c.kind == CollKind::AllReduce && tree) ||
+                           (c.kind == CollKind::Broadcast && tree) || c.kind == CollKind::AllGather;
   if (inPlaceAlgo) {
     const size_t bytes = c.count * esize;
     uint8_t* out = static_cast<uint8_t*>(c.recvbuff);
@@ -129,25 +201,44 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   }
   if (c.kind == CollKind::ReduceScatter) data.outputOrigin = c.count * static_cast<size_t>(rank_);
 
-  std::ostringstream desc;
-  desc << algo::collName(c.kind) << " #" << seq << " (" << c.count << " x "
-       << reduce::typeName(c.type);
-  if (hasOp(c.kind)) desc << ", " << (reduce::validOp(c.op) ? reduce::opName(c.op) : "premulsum");
-  if (hasRoot(c.kind)) desc << ", root " << c.root;
-  desc << ")";
-  data.description = desc.str();
-  if (!predictions.empty()) {
-    std::ostringstream costs;
-    for (const auto& p : predictions) costs << " " << p.algorithm << "=" << p.microseconds << "us";
-    COIL_INFO(kTune, data.description, ": predicted", costs.str(), " -> ", algorithm,
-              algoOverride_.forced(c.kind).empty() ? "" : " (forced by COIL_ALGO)");
-  }
-  COIL_INFO(kColl, data.description, ": ", algorithm, ", chunk ", chunkElems, " elements");
+  data.description = describe();
+  COIL_INFO(kColl, data.description, ": ", tune::algoName(choice.algorithm), ", chunk ", chunkElems,
+            " elements");
 
   algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root};
-  transport::WaitWatch watch{Deadline::after(options_.timeoutMs), abortFlag_};
   algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
-  programFor(c.kind, algorithm)(exec, shape);
+  programFor(c.kind, choice.algorithm)(exec, shape);
+}
+
+// The all-reduce algorithms that are not Primitives programs: the one-shot
+// (through the window, or through the FIFOs) and the slice-parallel
+// all-reduce through the window. False when `algorithm` is none of them.
+bool Communicator::runDirect(const CollectiveCall& c, tune::Algo algorithm, const void* input,
+                             uint64_t tag, const std::function<std::string()>& describe,
+                             const transport::WaitWatch& watch) {
+  if (c.kind != CollKind::AllReduce && c.kind != CollKind::Barrier) return false;
+  if (algorithm != tune::Algo::kOneShot && algorithm != tune::Algo::kSlice) return false;
+  if (log::enabled(log::Level::Info, log::kColl))
+    COIL_INFO(kColl, describe(), ": ", tune::algoName(algorithm),
+              window_ ? " through the shared window" : " through the FIFOs");
+  const algo::ReduceCall call{input, c.recvbuff, c.count, c.type, c.op, tag, &describe};
+  const size_t bytes = c.count * reduce::typeSize(c.type);
+  const tune::WaitPlan plan = spin_.planFor(bytes);
+  const auto start = plan.measure ? Clock::now() : Clock::time_point{};
+  if (algorithm == tune::Algo::kSlice) {
+    window_->setPolling(plan.spinUs, plan.yield);
+    algo::windowSliceAllReduce(*window_, call, watch,
+                               {model_.slicePieceBytes(), bytes >= model_.streamFromBytes()});
+  } else if (window_) {
+    window_->setPolling(plan.spinUs, plan.yield);
+    algo::windowOneShotAllReduce(*window_, call, watch);
+  } else {
+    algo::fifoOneShotAllReduce(peers_, rank_, call, watch, plan.spinUs, plan.yield);
+  }
+  if (plan.measure)
+    spin_.record(bytes, plan,
+                 std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  return true;
 }
 
 }  // namespace coil

@@ -1,5 +1,6 @@
 #include "comm/communicator.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
+#include "transports/caller_io.h"
 
 namespace coil {
 
@@ -36,6 +38,15 @@ struct SliceRecord {
   uint64_t sliceBytes;
   uint64_t slotCount;
 };
+
+// Ranks that outnumber the cores must not poll long before sleeping: the
+// rank they wait for may need the very core they poll on.
+int onlineCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
 
 std::string hex(uint64_t v) {
   char buf[20];
@@ -61,9 +72,45 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   bootstrap_->allGather(pids.data(), sizeof(int32_t));
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(pids[0]);
   algoOverride_ = tune::AlgorithmOverride(env::get("COIL_ALGO").value_or(""));
+  // How waiting ranks wait is learned per call (tune/spin_advisor.h), among
+  // sleeping at once, polling with pause for up to COIL_SPIN_US (default 50;
+  // never when ranks outnumber the cores) and polling with sched_yield for
+  // up to COIL_YIELD_US (default 200). COIL_SPIN=always skips the learning
+  // and always polls with pause (a machine known to be quiet).
+  maxSpinUs_ = nranks <= onlineCpus() ? 50 : 0;
+  if (auto us = env::getInt("COIL_SPIN_US", 0, 1000000)) maxSpinUs_ = static_cast<int>(*us);
+  const int yieldUs = static_cast<int>(env::getInt("COIL_YIELD_US", 0, 1000000).value_or(200));
+  const std::string spinMode = env::get("COIL_SPIN").value_or("adaptive");
+  if (spinMode != "adaptive" && spinMode != "always")
+    fail(coilInvalidUsage, "COIL_SPIN=", spinMode, ": expected adaptive or always");
+  spin_ = tune::SpinAdvisor(maxSpinUs_, yieldUs,
+                            spinMode == "always" ? tune::SpinAdvisor::Mode::kAlways
+                                                 : tune::SpinAdvisor::Mode::kAdaptive);
   connectPeers(deadline);
   agreeOnSlices();
-  linkModel_ = tune::linkModel(slowestTransport());
+  tune::Topology topology;
+  topology.nranks = nranks;
+  topology.transport = slowestTransport();
+  topology.chunkBytes = sliceBytes_ * slicesPerChunk_;
+  // The FIFO one-shot sends one slot per peer, or one message on each
+  // peer's caller-driven path (transports/caller_io.h) when all have one.
+  topology.fifoSlotBytes = sliceBytes_;
+  size_t callerIoBytes = SIZE_MAX;
+  for (auto* c : peers_)
+    if (c) {
+      auto* io = dynamic_cast<transport::CallerIo*>(c);
+      callerIoBytes = std::min(callerIoBytes, io ? io->callerIoMaxBytes() : 0);
+    }
+  if (callerIoBytes != 0 && callerIoBytes != SIZE_MAX) topology.fifoSlotBytes = callerIoBytes;
+  topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
+  topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
+  topology.cores = onlineCpus();
+  model_ = tune::Model(topology);
+  tune::Algo forced;
+  if (!window_ && nranks > 1 && algoOverride_.forced(algo::CollKind::AllReduce, &forced) &&
+      forced == tune::Algo::kSlice)
+    COIL_WARN(kTune, "COIL_ALGO forces allreduce:slice, but the ranks share no window (",
+              topology.transport, "): the cost model chooses instead");
   sendSeq_.assign(static_cast<size_t>(nranks), 0);
   recvSeq_.assign(static_cast<size_t>(nranks), 0);
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " ready (slice ", sliceBytes_ / 1024, " KiB, ",
@@ -71,6 +118,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
 }
 
 Communicator::~Communicator() {
+  // Peers still waiting on this rank's window see it close, not a timeout.
+  if (window_) window_->close(false);
   // Stop helper threads before the connections they use go away.
   for (auto& t : transports_) t->shutdown();
   owned_.clear();
@@ -141,6 +190,23 @@ void Communicator::connectPeers(const Deadline& deadline) {
   for (int p = 0; p < nranks_; ++p)
     if (p != rank_ && peers_[p] == nullptr)
       fail(coilInternalError, "transport setup left rank ", p, " unconnected");
+  openWindow(infos, deadline);
+}
+
+// Collective: when every rank is on this host and reaches every peer over
+// shm, the ranks also share a window for the one-shot and slice algorithms.
+// COIL_SHM_WINDOW=0 turns it off; COIL_SHM_WINDOW_BYTES sizes its slots
+// (default 1 MiB: one slice piece, and the largest window one-shot).
+void Communicator::openWindow(const std::vector<transport::PeerInfo>& infos,
+                              const Deadline& deadline) {
+  const bool wanted = slowestTransport() == "shm" &&
+                      env::getInt("COIL_SHM_WINDOW", 0, 1).value_or(1) == 1;
+  const int64_t slotBytes =
+      env::getInt("COIL_SHM_WINDOW_BYTES", 64 << 10, int64_t{1} << 30).value_or(1 << 20);
+  transport::SetupContext ctx{*bootstrap_, rank_, nranks_, infos, deadline, abortFlag_, label_};
+  window_ = transport::openHostWindow(ctx, wanted,
+                                      {static_cast<size_t>(slotBytes), 0});
+  COIL_INFO(kInit, "rank ", rank_, window_ ? ": shared window open" : ": no shared window");
 }
 
 // Sender and receiver must cut data into the same slices on every link, so
@@ -189,6 +255,7 @@ void Communicator::closeAll() noexcept {
   std::lock_guard<std::mutex> lock(closeMutex_);
   if (closed_) return;
   closed_ = true;
+  if (window_) window_->close(true);
   for (auto& c : owned_) c->close();
   if (bootstrap_) bootstrap_->close();
 }

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,10 +22,12 @@
 
 #include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
+#include "tune/spin_advisor.h"
 #include "tune/tuner.h"
 #include "core/error.h"
 #include "coil.h"
 #include "transports/transport.h"
+#include "transports/window.h"
 
 namespace coil {
 
@@ -107,11 +110,14 @@ class Communicator {
 
  private:
   void connectPeers(const Deadline& deadline);
+  void openWindow(const std::vector<transport::PeerInfo>& infos, const Deadline& deadline);
   void agreeOnSlices();
   [[noreturn]] void breakWith(const Error& e);
   void checkUsable() const;
   std::string slowestTransport() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
+  bool runDirect(const CollectiveCall& call, tune::Algo algorithm, const void* input, uint64_t tag,
+                 const std::function<std::string()>& describe, const transport::WaitWatch& watch);
 
   struct PreMulSum {
     coilDataType_t type;
@@ -128,12 +134,17 @@ class Communicator {
   std::vector<std::unique_ptr<transport::Transport>> transports_;
   std::vector<std::unique_ptr<transport::Connection>> owned_;
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
+  // All ranks on this host: the shared scratch of the window algorithms
+  // (transports/window.h); nullptr otherwise.
+  std::unique_ptr<transport::Window> window_;
   size_t sliceBytes_ = 0;
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
   tune::AlgorithmOverride algoOverride_;
-  tune::LinkModel linkModel_{};
+  tune::Model model_;
+  int maxSpinUs_ = 0;        // COIL_SPIN_US: longest pause-poll before a wait sleeps
+  tune::SpinAdvisor spin_;   // how to wait, learned per message size
   std::map<int, PreMulSum> preMulOps_;
   int nextOp_ = coilNumOps;
   std::atomic<coilResult_t> asyncError_{coilSuccess};

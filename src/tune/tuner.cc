@@ -14,28 +14,61 @@ using algo::CollKind;
 
 double log2ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
 
-// Parses "shm:alpha=2,beta=0.0001;tcp:alpha=30" for one transport.
-void applyOverride(const std::string& transport, LinkModel* m) {
-  auto spec = env::get("COIL_TUNE");
-  if (!spec) return;
-  std::stringstream entries(*spec);
-  std::string entry;
-  while (std::getline(entries, entry, ';')) {
-    auto colon = entry.find(':');
-    if (colon == std::string::npos || entry.substr(0, colon) != transport) continue;
-    std::stringstream fields(entry.substr(colon + 1));
-    std::string field;
-    while (std::getline(fields, field, ',')) {
-      auto eq = field.find('=');
-      if (eq == std::string::npos) fail(coilInvalidUsage, "COIL_TUNE: bad field '", field, "'");
-      std::string key = field.substr(0, eq);
-      double value = std::strtod(field.c_str() + eq + 1, nullptr);
-      if (key == "alpha") m->alphaUs = value;
-      else if (key == "beta") m->betaUsPerB = value;
-      else if (key == "gamma") m->gammaUsPerB = value;
-      else fail(coilInvalidUsage, "COIL_TUNE: unknown parameter '", key, "' (alpha, beta, gamma)");
-    }
-  }
+// Default parameters, fitted to coil_perf medians (2 ranks, float32 sum) on
+// the 2-core reference machine, 2026-11-21 (docs/performance.md has the
+// measurements). β and γ are µs per byte, so 1/6000 is 6 GB/s.
+//
+// FIFO algorithms over shm: a slot hand-off costs ~5 µs with the futex
+// wake-ups; the copy into the peer's slot runs at ~6 GB/s.
+constexpr Cost kShmFifo{5.0, 1.0 / 6000.0, 1.0 / 8000.0};
+// FIFO algorithms over tcp (loopback): a slot hand-off through the proxy
+// threads costs ~45 µs; one direction of a link carries ~1.5 GB/s while the
+// other direction is busy too (both cost the same CPUs).
+constexpr Cost kTcpFifo{45.0, 1.0 / 1500.0, 1.0 / 8000.0};
+// One-shot over tcp's express path: the calling thread drives its own
+// socket, so a message costs one loopback hop (~14 µs) and no hand-off.
+constexpr Cost kTcpOneShot{14.0, 1.0 / 3000.0, 1.0 / 8000.0};
+// Window one-shot: one flag handshake (~0.2 µs between two cores; up to
+// 1908 bytes travel in the flag's lines, beyond that the data is one more
+// transfer after the flag). Per byte it is dear: every rank pulls every
+// other rank's whole input across the caches (β: copy in, γ: each reduced
+// byte with its remote read). Fitted to 2 ranks, 512 B - 4 KiB, measured
+// interleaved with slice: 0.33, 0.50, 0.75, 1.20 µs.
+constexpr Cost kWindowOneShot{0.21, 1.0 / 10000.0, 1.0 / 7000.0};
+// Window slice: two handshakes per piece, each rank pulls and reduces only
+// 1/n: measured 0.44, 0.47, 0.62, 0.89 µs at the same sizes. With these, 2
+// ranks switch from one-shot to slice at ~1.5 KB (measured: a tie at 1 KiB),
+// 8 ranks at ~200 bytes.
+constexpr Cost kWindowSlice{0.19, 1.0 / 16700.0, 1.0 / 13900.0};
+
+// More ranks than cores (8 ranks on 2 cores in CI): a window handshake
+// needs every rank to run once; with waits that yield the core to each
+// other (tune/spin_advisor.h) that is ~1.6 µs per rank (8 ranks: a one-shot
+// in ~14 µs). A FIFO step waits on a futex: ~9 µs for the receiver's
+// wake-up. And every byte is moved by n/cores times fewer cores.
+constexpr double kWindowSwitchUsPerRank = 1.6;
+constexpr double kFifoWakeUs = 9.0;
+// Pieces of one whole 1 MiB window slot: half the handshakes of 512 KiB
+// pieces for the same cache footprint (the slots live in the shared L3).
+// From 8 MiB on, two ranks' inputs and outputs no longer fit the 32 MiB
+// last-level cache, and streaming stores save the read-for-ownership of
+// every output line (measured: 23% less CPU time per call at 16 MiB).
+constexpr size_t kSlicePieceBytes = 1 << 20;
+constexpr size_t kStreamFromBytes = 8 << 20;
+
+const std::map<std::string, Algo>& algoNames() {
+  static const std::map<std::string, Algo> names = {
+      {"ring", Algo::kRing},       {"tree", Algo::kTree},         {"oneshot", Algo::kOneShot},
+      {"slice", Algo::kSlice},     {"chain", Algo::kChain},       {"pairwise", Algo::kPairwise},
+      {"direct", Algo::kDirect}};
+  return names;
+}
+
+bool parseAlgo(const std::string& name, Algo* out) {
+  auto it = algoNames().find(name);
+  if (it == algoNames().end()) return false;
+  *out = it->second;
+  return true;
 }
 
 CollKind kindOf(const std::string& name) {
@@ -49,51 +82,190 @@ CollKind kindOf(const std::string& name) {
   return it->second;
 }
 
-bool has(CollKind kind, const std::string& algorithm) {
-  for (const auto& a : algorithmsFor(kind))
+bool has(CollKind kind, Algo algorithm) {
+  for (Algo a : algorithmsFor(kind))
     if (a == algorithm) return true;
   return false;
 }
 
 }  // namespace
 
-LinkModel linkModel(const std::string& transport) {
-  // Measured with coil_perf on the 2-core reference machine (docs/performance.md).
-  LinkModel m{5.0, 1.0 / 6000.0, 1.0 / 8000.0};  // shm: 5 µs, 6 GB/s, reduce 8 GB/s
-  if (transport == "tcp") m = {25.0, 1.0 / 1500.0, 1.0 / 8000.0};
-  applyOverride(transport, &m);
-  return m;
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::kRing: return "ring";
+    case Algo::kTree: return "tree";
+    case Algo::kOneShot: return "oneshot";
+    case Algo::kSlice: return "slice";
+    case Algo::kChain: return "chain";
+    case Algo::kPairwise: return "pairwise";
+    case Algo::kDirect: return "direct";
+  }
+  return "?";
 }
 
-const std::vector<std::string>& algorithmsFor(CollKind kind) {
-  static const std::map<CollKind, std::vector<std::string>> table = {
-      {CollKind::AllReduce, {"ring", "tree"}},   {CollKind::Broadcast, {"ring", "tree"}},
-      {CollKind::Reduce, {"chain"}},             {CollKind::AllGather, {"ring"}},
-      {CollKind::ReduceScatter, {"ring"}},       {CollKind::AllToAll, {"pairwise"}},
-      {CollKind::Gather, {"direct"}},            {CollKind::Scatter, {"direct"}},
-      {CollKind::Barrier, {"ring"}},             {CollKind::SendRecv, {"direct"}}};
-  return table.at(kind);
+Model::Model(const Topology& topology) : topo_(topology) {
+  const bool tcp = topo_.transport == "tcp";
+  ring_ = tree_ = tcp ? kTcpFifo : kShmFifo;
+  fifoOneShot_ = tcp ? kTcpOneShot : kShmFifo;
+  windowOneShot_ = kWindowOneShot;
+  slice_ = kWindowSlice;
+  lineTransferUs_ = kWindowOneShot.alphaUs;
+  if (topo_.cores > 0 && topo_.nranks > topo_.cores) {
+    const double share = static_cast<double>(topo_.nranks) / topo_.cores;
+    for (Cost* c : {&ring_, &tree_, &fifoOneShot_, &windowOneShot_, &slice_}) {
+      c->alphaUs += c == &windowOneShot_ || c == &slice_ ? kWindowSwitchUsPerRank * topo_.nranks
+                                                         : kFifoWakeUs;
+      c->betaUsPerB *= share;
+      c->gammaUsPerB *= share;
+    }
+  }
+  slicePieceBytes_ = kSlicePieceBytes;
+  streamFromBytes_ = kStreamFromBytes;
+  applyOverrides();
 }
 
-double predictUs(CollKind kind, const std::string& a, size_t bytes, int n, size_t chunkBytes,
-                 const LinkModel& m) {
-  const double S = static_cast<double>(bytes), N = n, C = std::max<double>(1, chunkBytes);
-  if (n == 1) return S * m.betaUsPerB;  // a local copy
+// Parses "tcp:alpha=20,beta=0.0005;window/slice:piece=262144". Entries for
+// another transport are ignored (one COIL_TUNE can serve every communicator).
+void Model::applyOverrides() {
+  auto spec = env::get("COIL_TUNE");
+  if (!spec) return;
+  std::stringstream entries(*spec);
+  std::string entry;
+  while (std::getline(entries, entry, ';')) {
+    if (entry.empty()) continue;
+    auto colon = entry.find(':');
+    if (colon == std::string::npos)
+      fail(coilInvalidUsage, "COIL_TUNE: expected TRANSPORT[/ALGORITHM]:key=value,..., got '",
+           entry, "'");
+    std::string target = entry.substr(0, colon), transport = target, algorithm;
+    if (auto slash = target.find('/'); slash != std::string::npos) {
+      transport = target.substr(0, slash);
+      algorithm = target.substr(slash + 1);
+    }
+    if (transport != "shm" && transport != "tcp" && transport != "window")
+      fail(coilInvalidUsage, "COIL_TUNE: unknown transport '", transport, "' in '", entry,
+           "' (shm, tcp, window)");
+    Algo a = Algo::kRing;
+    if (!algorithm.empty() && !parseAlgo(algorithm, &a))
+      fail(coilInvalidUsage, "COIL_TUNE: unknown algorithm '", algorithm, "' in '", entry, "'");
+    std::vector<Cost*> costs;
+    if (transport == "window") {
+      if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&windowOneShot_);
+      if (algorithm.empty() || a == Algo::kSlice) costs.push_back(&slice_);
+      if (!algorithm.empty() && costs.empty())
+        fail(coilInvalidUsage, "COIL_TUNE: the window runs oneshot and slice, not '", algorithm, "'");
+    } else if (transport == topo_.transport) {
+      if (algorithm.empty() || a == Algo::kRing) costs.push_back(&ring_);
+      if (algorithm.empty() || a == Algo::kTree) costs.push_back(&tree_);
+      if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&fifoOneShot_);
+    }
+    std::stringstream fields(entry.substr(colon + 1));
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+      auto eq = field.find('=');
+      if (eq == std::string::npos) fail(coilInvalidUsage, "COIL_TUNE: bad field '", field, "'");
+      const std::string key = field.substr(0, eq);
+      char* end = nullptr;
+      const double value = std::strtod(field.c_str() + eq + 1, &end);
+      if (end == field.c_str() + eq + 1 || *end != '\0' || value < 0)
+        fail(coilInvalidUsage, "COIL_TUNE: '", field, "' needs a non-negative number");
+      if (key == "piece" || key == "stream") {
+        if (!(transport == "window" && a == Algo::kSlice && !algorithm.empty()))
+          fail(coilInvalidUsage, "COIL_TUNE: ", key, "= belongs to window/slice");
+        (key == "piece" ? slicePieceBytes_ : streamFromBytes_) = static_cast<size_t>(value);
+        continue;
+      }
+      if (key != "alpha" && key != "beta" && key != "gamma")
+        fail(coilInvalidUsage, "COIL_TUNE: unknown parameter '", key,
+             "' (alpha, beta, gamma; piece, stream for window/slice)");
+      for (Cost* c : costs)
+        (key == "alpha" ? c->alphaUs : key == "beta" ? c->betaUsPerB : c->gammaUsPerB) = value;
+    }
+  }
+}
+
+const Cost& Model::cost(Algo algorithm) const {
+  switch (algorithm) {
+    case Algo::kTree: return tree_;
+    case Algo::kOneShot: return oneShotUsesWindow() ? windowOneShot_ : fifoOneShot_;
+    case Algo::kSlice: return slice_;
+    default: return ring_;
+  }
+}
+
+const std::vector<Algo>& algorithmsFor(CollKind kind) {
+  // A switch, not a map: this runs on every call.
+  static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice};
+  static const std::vector<Algo> ringTree{Algo::kRing, Algo::kTree};
+  static const std::vector<Algo> chain{Algo::kChain}, ring{Algo::kRing};
+  static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
+  static const std::vector<Algo> barrier{Algo::kRing, Algo::kOneShot};
+  switch (kind) {
+    case CollKind::AllReduce: return allReduce;
+    case CollKind::Broadcast: return ringTree;
+    case CollKind::Reduce: return chain;
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter: return ring;
+    case CollKind::AllToAll: return pairwise;
+    case CollKind::Barrier: return barrier;
+    case CollKind::Gather:
+    case CollKind::Scatter:
+    case CollKind::SendRecv: return direct;
+  }
+  return direct;
+}
+
+bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
+  if (!has(kind, algorithm)) return false;
+  switch (algorithm) {
+    case Algo::kSlice: return topo_.windowSlotBytes != 0;
+    case Algo::kOneShot:
+      if (topo_.nranks < 2) return false;
+      return bytes <= (oneShotUsesWindow() ? topo_.windowSlotBytes : topo_.fifoSlotBytes);
+    default: return true;
+  }
+}
+
+double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
+  const double S = static_cast<double>(bytes), N = topo_.nranks;
+  const double C = std::max<double>(1, static_cast<double>(topo_.chunkBytes));
+  const Cost& m = cost(a);
+  if (topo_.nranks == 1) return S * m.betaUsPerB;  // a local copy
   const double f = (N - 1) / N;
   switch (kind) {
     case CollKind::AllReduce:
     case CollKind::Barrier:
-      if (a == "ring") {
-        double rounds = std::max(1.0, std::ceil(S / (N * C)));
-        return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerB + f * S * m.gammaUsPerB;
-      } else {  // double binary tree: log depth, pipelined chunks, ~2S sent per rank
-        double chunks = std::max(1.0, std::ceil(S / (2 * C)));
-        return (2 * log2ceil(n) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB + S * m.gammaUsPerB;
+      switch (a) {
+        case Algo::kRing: {
+          double rounds = std::max(1.0, std::ceil(S / (N * C)));
+          return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerB + f * S * m.gammaUsPerB;
+        }
+        case Algo::kTree: {  // double binary tree: log depth, pipelined chunks, ~2S sent per rank
+          double chunks = std::max(1.0, std::ceil(S / (2 * C)));
+          return (2 * log2ceil(topo_.nranks) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB +
+                 S * m.gammaUsPerB;
+        }
+        case Algo::kOneShot:
+          // Window: copy in once, then reduce all n inputs; beyond the inline
+          // lines the data follows its flag (one more transfer, ~α). FIFOs:
+          // the whole input goes to each of the n-1 peers over this rank's link.
+          if (oneShotUsesWindow())
+            return m.alphaUs + (bytes > topo_.windowInlineBytes ? lineTransferUs_ : 0.0) +
+                   S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
+          return m.alphaUs + (N - 1) * S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
+        case Algo::kSlice: {
+          // Two handshakes per piece; (n-1)/n·S copied in, S/n + (n-1)/n·S
+          // copied out, (n-1)/n·S reduced.
+          double pieces = std::max(1.0, std::ceil(S / static_cast<double>(slicePieceBytes_)));
+          return 2 * pieces * m.alphaUs + (2 * N - 1) / N * S * m.betaUsPerB + f * S * m.gammaUsPerB;
+        }
+        default: break;
       }
+      break;
     case CollKind::Broadcast: {
       double chunks = std::max(1.0, std::ceil(S / C));
-      if (a == "ring") return (N - 1 + chunks - 1) * (m.alphaUs + C * m.betaUsPerB);
-      return (log2ceil(n) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB;  // a parent sends twice
+      if (a == Algo::kRing) return (N - 1 + chunks - 1) * (m.alphaUs + C * m.betaUsPerB);
+      return (log2ceil(topo_.nranks) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB;  // a parent sends twice
     }
     case CollKind::Reduce: {
       double chunks = std::max(1.0, std::ceil(S / C));
@@ -106,18 +278,22 @@ double predictUs(CollKind kind, const std::string& a, size_t bytes, int n, size_
     default:  // all-to-all, gather, scatter, send/recv: (n-1) blocks of S/n
       return (N - 1) * m.alphaUs + f * S * m.betaUsPerB;
   }
+  return 1e30;
 }
 
 AlgorithmOverride::AlgorithmOverride(const std::string& spec) {
   if (spec.empty()) return;
   if (spec.find(':') == std::string::npos) {
-    bool known = false;
+    Algo a;
+    bool known = parseAlgo(spec, &a);
+    bool used = false;
     for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,
                        CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
                        CollKind::Gather, CollKind::Scatter})
-      known = known || has(k, spec);
-    if (!known) fail(coilInvalidUsage, "COIL_ALGO=", spec, ": no collective has that algorithm");
-    all_ = spec;
+      used = used || (known && has(k, a));
+    if (!used) fail(coilInvalidUsage, "COIL_ALGO=", spec, ": no collective has that algorithm");
+    hasAll_ = true;
+    all_ = a;
     return;
   }
   std::stringstream entries(spec);
@@ -127,32 +303,49 @@ AlgorithmOverride::AlgorithmOverride(const std::string& spec) {
     if (colon == std::string::npos)
       fail(coilInvalidUsage, "COIL_ALGO: expected collective:algorithm, got '", entry, "'");
     CollKind kind = kindOf(entry.substr(0, colon));
-    std::string algorithm = entry.substr(colon + 1);
-    if (!has(kind, algorithm))
-      fail(coilInvalidUsage, "COIL_ALGO: ", entry.substr(0, colon), " has no algorithm '",
-           algorithm, "'");
-    per_[kind] = algorithm;
+    const std::string name = entry.substr(colon + 1);
+    Algo a;
+    if (!parseAlgo(name, &a) || !has(kind, a))
+      fail(coilInvalidUsage, "COIL_ALGO: ", entry.substr(0, colon), " has no algorithm '", name,
+           "'");
+    per_[kind] = a;
   }
 }
 
-std::string AlgorithmOverride::forced(CollKind kind) const {
+bool AlgorithmOverride::forced(CollKind kind, Algo* algorithm) const {
   auto it = per_.find(kind);
-  if (it != per_.end()) return it->second;
-  if (!all_.empty() && has(kind, all_)) return all_;
-  return "";
+  if (it != per_.end()) {
+    *algorithm = it->second;
+    return true;
+  }
+  if (hasAll_ && has(kind, all_)) {
+    *algorithm = all_;
+    return true;
+  }
+  return false;
 }
 
-std::string choose(CollKind kind, size_t bytes, int nranks, size_t chunkBytes, const LinkModel& m,
-                   const AlgorithmOverride& forced, std::vector<Prediction>* predictions) {
-  std::string best;
+Choice choose(const Model& model, CollKind kind, size_t bytes, const AlgorithmOverride& override,
+              std::vector<Prediction>* predictions) {
+  Model::LastChoice& last = model.last_;
+  if (predictions == nullptr && last.valid && last.kind == kind && last.bytes == bytes)
+    return last.choice;
+  Choice choice{Algo::kRing, false, false};
   double bestUs = 0;
-  for (const auto& a : algorithmsFor(kind)) {
-    double us = predictUs(kind, a, bytes, nranks, chunkBytes, m);
+  bool found = false;
+  for (Algo a : algorithmsFor(kind)) {
+    if (!model.available(kind, a, bytes)) continue;
+    double us = model.predictUs(kind, a, bytes);
     if (predictions) predictions->push_back({a, us});
-    if (best.empty() || us < bestUs) best = a, bestUs = us;
+    if (!found || us < bestUs) choice.algorithm = a, bestUs = us, found = true;
   }
-  std::string f = forced.forced(kind);
-  return f.empty() ? best : f;
+  Algo f;
+  if (override.forced(kind, &f)) {
+    if (model.available(kind, f, bytes)) choice = {f, true, false};
+    else choice.forcedUnavailable = true;
+  }
+  last = {true, kind, bytes, choice};
+  return choice;
 }
 
 }  // namespace coil::tune

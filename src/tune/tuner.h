@@ -1,12 +1,17 @@
 // Algorithm choice per call, from a cost model.
 //
-// Each algorithm's time is predicted with the α-β-γ model (docs/algorithms.md):
-//   α  seconds per message (latency of one slot hand-off on the link)
-//   β  seconds per byte moved over a link
-//   γ  seconds per byte reduced
-// The link parameters are those of the slowest transport the communicator
-// uses. Defaults were measured on the reference machine with coil_perf; a
-// user can override them (COIL_TUNE) or force an algorithm (COIL_ALGO).
+// Each algorithm's time is predicted with the α-β-γ model (docs/algorithms.md,
+// docs/performance.md), with parameters per transport AND algorithm:
+//   α  µs per synchronisation step (a slot hand-off on a link, or one
+//      flag handshake through the shared window)
+//   β  µs per byte moved (over the link, or copied through the window)
+//   γ  µs per byte reduced
+// The FIFO algorithms (ring, tree, and one-shot over FIFOs) use the
+// parameters of the slowest transport the communicator uses; the window
+// algorithms (one-shot and slice over a shared-memory window) their own.
+// Defaults were measured on the reference machine with coil_perf
+// (docs/performance.md); COIL_TUNE overrides any of them and COIL_ALGO
+// forces an algorithm.
 #pragma once
 
 #include <cstddef>
@@ -18,29 +23,97 @@
 
 namespace coil::tune {
 
-struct LinkModel {
-  double alphaUs;      // per message
-  double betaUsPerB;   // per byte over the link
-  double gammaUsPerB;  // per byte reduced
+/// Every algorithm coil has, over all collectives.
+enum class Algo { kRing, kTree, kOneShot, kSlice, kChain, kPairwise, kDirect };
+
+/// "ring", "tree", "oneshot", "slice", "chain", "pairwise", "direct".
+const char* algoName(Algo a);
+
+/// α-β-γ parameters of one algorithm on one transport (see the file comment).
+struct Cost {
+  double alphaUs;
+  double betaUsPerB;
+  double gammaUsPerB;
 };
 
-/// Default model of a transport ("shm", "tcp"); COIL_TUNE=tcp:alpha=20,beta=0.0005
-/// (µs and µs/byte) overrides fields.
-LinkModel linkModel(const std::string& transport);
+/// What the communicator offers its algorithms.
+struct Topology {
+  int nranks = 1;
+  std::string transport = "shm";  // the slowest transport in use: "shm" or "tcp"
+  size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk)
+  size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message
+  size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
+  size_t windowInlineBytes = 0;   // largest message that travels with its flag
+  int cores = 0;                  // CPUs this process may run on; 0 = unknown
+};
 
 struct Prediction {
-  std::string algorithm;
+  Algo algorithm;
   double microseconds;
 };
 
-/// The algorithms coil has for a collective, in preference order for ties.
-const std::vector<std::string>& algorithmsFor(algo::CollKind kind);
+/// The result of choose().
+struct Choice {
+  Algo algorithm;
+  bool forced;             // COIL_ALGO chose it
+  bool forcedUnavailable;  // COIL_ALGO named one that cannot run this call: the model chose
+};
 
-/// Predicted time of `algorithm` for a call moving `bytes` (the per-rank
-/// buffer; for all-gather/reduce-scatter the per-rank block × n) on n ranks
-/// with chunks of chunkBytes.
-double predictUs(algo::CollKind kind, const std::string& algorithm, size_t bytes, int nranks,
-                 size_t chunkBytes, const LinkModel& m);
+class AlgorithmOverride;
+
+/// The cost model of one communicator. Used by one thread at a time (the
+/// communicator's caller), like the communicator itself.
+class Model {
+ public:
+  Model() = default;
+  /// Defaults for the topology's transport, then COIL_TUNE overrides:
+  ///   COIL_TUNE="tcp:alpha=20,beta=0.0005;window/slice:beta=0.00005"
+  /// "T:" sets the FIFO algorithms of transport T (ring, tree, oneshot),
+  /// "T/A:" one algorithm: T is shm, tcp or window; A an algorithm name.
+  /// A "window/slice:" entry also takes piece=BYTES and stream=BYTES (the
+  /// message size from which the output is written with streaming stores).
+  /// Throws coilInvalidUsage naming a bad entry.
+  explicit Model(const Topology& topology);
+
+  const Topology& topology() const { return topo_; }
+  /// The parameters used for `algorithm` on this topology.
+  const Cost& cost(Algo algorithm) const;
+  /// True when `algorithm` implements `kind` and can run a call of `bytes`
+  /// (the per-rank buffer) here: slice needs a window, one-shot a slot
+  /// (window slot or FIFO slot) that holds the whole message.
+  bool available(algo::CollKind kind, Algo algorithm, size_t bytes) const;
+  /// Predicted time of `algorithm` for a call moving `bytes` (the per-rank
+  /// buffer; for all-gather/reduce-scatter the per-rank block × n).
+  double predictUs(algo::CollKind kind, Algo algorithm, size_t bytes) const;
+  /// True when the one-shot runs through the window (else through FIFOs).
+  bool oneShotUsesWindow() const { return topo_.windowSlotBytes != 0; }
+  /// Slice all-reduce: bytes per piece, and the message size from which it
+  /// writes its output with streaming stores.
+  size_t slicePieceBytes() const { return slicePieceBytes_; }
+  size_t streamFromBytes() const { return streamFromBytes_; }
+
+ private:
+  friend Choice choose(const Model&, algo::CollKind, size_t, const AlgorithmOverride&,
+                       std::vector<Prediction>*);
+  void applyOverrides();
+  // The last choice (without predictions): a training loop or a benchmark
+  // repeats the same size, and choose() then costs one comparison.
+  struct LastChoice {
+    bool valid = false;
+    algo::CollKind kind{};
+    size_t bytes = 0;
+    Choice choice{};
+  };
+  mutable LastChoice last_;
+  Topology topo_{};
+  Cost ring_{}, tree_{}, fifoOneShot_{}, windowOneShot_{}, slice_{};
+  double lineTransferUs_ = 0;  // one cache-line transfer between cores (window one-shot)
+  size_t slicePieceBytes_ = 0;
+  size_t streamFromBytes_ = 0;
+};
+
+/// The algorithms coil has for a collective, in preference order for ties.
+const std::vector<Algo>& algorithmsFor(algo::CollKind kind);
 
 /// COIL_ALGO parsed once per communicator: "ring" (every collective that has
 /// it) or "allreduce:tree,broadcast:ring". Throws coilInvalidUsage naming a
@@ -48,18 +121,20 @@ double predictUs(algo::CollKind kind, const std::string& algorithm, size_t bytes
 class AlgorithmOverride {
  public:
   explicit AlgorithmOverride(const std::string& spec = "");
-  /// The forced algorithm for `kind`, or "" for the model's choice.
-  std::string forced(algo::CollKind kind) const;
+  /// True and the forced algorithm for `kind`, or false for the model's choice.
+  bool forced(algo::CollKind kind, Algo* algorithm) const;
 
  private:
-  std::string all_;
-  std::map<algo::CollKind, std::string> per_;
+  bool hasAll_ = false;
+  Algo all_ = Algo::kRing;
+  std::map<algo::CollKind, Algo> per_;
 };
 
-/// Chooses an algorithm: the forced one, else the lowest prediction.
-/// `predictions` receives every candidate's cost (for INFO logging).
-std::string choose(algo::CollKind kind, size_t bytes, int nranks, size_t chunkBytes,
-                   const LinkModel& m, const AlgorithmOverride& forced,
-                   std::vector<Prediction>* predictions);
+/// The forced algorithm if it is available for this call, else the available
+/// one with the lowest prediction. `predictions` (optional, for INFO logs)
+/// receives every available candidate's cost. `override` must be the same
+/// object for every call on one model (its choice is cached).
+Choice choose(const Model& model, algo::CollKind kind, size_t bytes,
+              const AlgorithmOverride& override, std::vector<Prediction>* predictions);
 
 }  // namespace coil::tune

@@ -40,10 +40,19 @@ void checkAllReduce(coilComm_t comm, int rank, int n, coilDataType_t t, coilRedO
   }
 }
 
-class AllReduce : public ::testing::TestWithParam<RankSetup> {};
+// A rank setup, and the all-reduce algorithm COIL_ALGO forces ("" = the model's choice).
+struct AlgoSetup {
+  RankSetup ranks;
+  std::string algo;
+};
+
+class AllReduce : public ::testing::TestWithParam<AlgoSetup> {
+ protected:
+  ScopedEnv algo_{"COIL_ALGO", GetParam().algo};
+};
 
 TEST_P(AllReduce, EveryTypeOpAndAwkwardCount) {
-  const RankSetup setup = GetParam();
+  const RankSetup setup = GetParam().ranks;
   runRanks(setup, [&](coilComm_t comm, int rank) {
     const int n = setup.nranks;
     const size_t counts[] = {0, 1, static_cast<size_t>(n > 1 ? n - 1 : 2), 13, 1009};
@@ -58,7 +67,7 @@ TEST_P(AllReduce, EveryTypeOpAndAwkwardCount) {
 }
 
 TEST_P(AllReduce, LargeAndMisaligned) {
-  const RankSetup setup = GetParam();
+  const RankSetup setup = GetParam().ranks;
   runRanks(setup, [&](coilComm_t comm, int rank) {
     // 1 MiB + 3 elements spans several ring rounds and ends with a ragged round.
     const size_t big = (1u << 20) + 3;
@@ -71,7 +80,7 @@ TEST_P(AllReduce, LargeAndMisaligned) {
 TEST_P(AllReduce, BitwiseIdenticalAcrossRanksAndRuns) {
   // Non-integer data: rounding happens, so only determinism can be checked —
   // every rank, and a second run, must produce exactly the same bits.
-  const RankSetup setup = GetParam();
+  const RankSetup setup = GetParam().ranks;
   runRanks(setup, [&](coilComm_t comm, int rank) {
     const size_t count = 300007;
     std::vector<float> in(count), out1(count), out2(count), all(count * setup.nranks);
@@ -95,14 +104,36 @@ TEST_P(AllReduce, BitwiseIdenticalAcrossRanksAndRuns) {
   });
 }
 
-std::vector<RankSetup> setups(Launch launch) {
-  std::vector<RankSetup> out;
+AlgoSetup algoSetup(int n, Launch launch, const char* transport, const char* algo) {
+  AlgoSetup s;
+  s.ranks.nranks = n;
+  s.ranks.launch = launch;
+  s.ranks.transport = transport;
+  s.algo = algo;
+  return s;
+}
+
+std::vector<AlgoSetup> setups(Launch launch) {
+  std::vector<AlgoSetup> out;
   for (const char* transport : {"shm", "tcp"})
-    for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back({n, launch, transport});
+    for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back(algoSetup(n, launch, transport, ""));
+  // Each direct algorithm forced: one-shot and slice through the shared
+  // window (shm), one-shot through tcp's caller-driven path. Messages the
+  // forced algorithm cannot take fall back to the model's choice.
+  for (int n : {2, 3, 4, 5, 7, 8}) {
+    out.push_back(algoSetup(n, launch, "shm", "allreduce:oneshot"));
+    out.push_back(algoSetup(n, launch, "shm", "allreduce:slice"));
+    out.push_back(algoSetup(n, launch, "tcp", "allreduce:oneshot"));
+  }
   return out;
 }
 
-std::string name(const ::testing::TestParamInfo<RankSetup>& info) { return paramName(info.param); }
+std::string name(const ::testing::TestParamInfo<AlgoSetup>& info) {
+  std::string a = info.param.algo.empty() ? "" : "_" + info.param.algo;
+  for (char& ch : a)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return paramName(info.param.ranks) + a;
+}
 
 INSTANTIATE_TEST_SUITE_P(Threads, AllReduce, ::testing::ValuesIn(setups(Launch::Threads)), name);
 INSTANTIATE_TEST_SUITE_P(Procs, AllReduce, ::testing::ValuesIn(setups(Launch::Processes)), name);

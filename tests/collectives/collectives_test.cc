@@ -228,7 +228,8 @@ std::vector<Setup> setups(Launch launch) {
   std::vector<Setup> out;
   for (const char* transport : {"shm", "tcp"})
     for (int n : {1, 2, 3, 5, 8})
-      for (const char* algo : {"", "allreduce:tree,broadcast:tree", "allreduce:ring,broadcast:ring"})
+      for (const char* algo : {"", "allreduce:tree,broadcast:tree", "allreduce:ring,broadcast:ring",
+                               "allreduce:oneshot", "allreduce:slice"})
       {
         Setup s;
         s.ranks.nranks = n;

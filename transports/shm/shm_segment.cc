@@ -39,7 +39,7 @@ void* mapFd(int fd, size_t bytes, const std::string& name) {
 }
 }  // namespace
 
-ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes, bool reserve) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) failErrno("shm_open(create " + name + ")", errno);
   ShmSegment seg;
@@ -50,6 +50,16 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
     close(fd);
     shm_unlink(name.c_str());
     failErrno("ftruncate of shared-memory segment " + name + " (is /dev/shm full?)", err);
+  }
+  // Reserve the pages now: a full /dev/shm then fails here, with a message,
+  // instead of killing a rank with SIGBUS at its first touch of a page.
+  int err = reserve ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+    close(fd);
+    shm_unlink(name.c_str());
+    failErrno("reserving " + std::to_string(bytes) + " bytes of shared memory for " + name +
+                  " (is /dev/shm full?)",
+              err);
   }
   try {
     seg.base_ = mapFd(fd, bytes, name);

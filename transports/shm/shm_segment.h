@@ -18,8 +18,10 @@ class ShmSegment {
   ShmSegment& operator=(ShmSegment&& o) noexcept;
   ~ShmSegment();
 
-  /// Creates (exclusively) and maps a zero-filled segment. Throws coilSystemError.
-  static ShmSegment create(const std::string& name, size_t bytes);
+  /// Creates (exclusively) and maps a zero-filled segment. With `reserve`,
+  /// its pages are allocated now, so that a full /dev/shm fails here rather
+  /// than with SIGBUS at the first touch of a page. Throws coilSystemError.
+  static ShmSegment create(const std::string& name, size_t bytes, bool reserve = false);
   /// Maps an existing segment of exactly `bytes`. Throws coilSystemError.
   static ShmSegment attach(const std::string& name, size_t bytes);
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "transports/tcp/tcp_express.h"
 
 namespace coil::transport::tcp {
 
@@ -40,7 +41,7 @@ uint8_t* FifoMemory::slot(uint32_t index) const {
 }
 
 TcpChannel::TcpChannel(int peer, std::vector<Socket> sockets, uint32_t slotCount,
-                       uint32_t slotBytes, std::shared_ptr<ProxyWaker> waker)
+                       uint32_t slotBytes, std::shared_ptr<ProxyWaker> waker, Socket express)
     : peer_(peer),
       slotCount_(slotCount),
       slotBytes_(slotBytes),
@@ -59,11 +60,18 @@ TcpChannel::TcpChannel(int peer, std::vector<Socket> sockets, uint32_t slotCount
     io.recvFrame = i;
     sockets_.push_back(std::move(io));
   }
+  if (express.valid()) express_ = std::make_unique<ExpressPath>(peer, std::move(express));
 }
+
+TcpChannel::~TcpChannel() = default;
 
 void TcpChannel::close() noexcept {
   if (closed_.exchange(true)) return;
   shutdownSockets();
+  // The express path is the caller's: it ends only when this side closes
+  // (the proxy retiring a channel whose FIFO sockets saw EOF leaves it be,
+  // so a message the peer sent before it left is still read).
+  if (express_) express_->shutdown();
   // The ends the proxy serves: local peek()/acquire() calls end now.
   recvFifo_.closeProducer();
   sendFifo_.closeConsumer();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "transports/caller_io.h"
 #include "transports/slot_fifo.h"
 #include "transports/tcp/tcp_proxy.h"
 #include "transports/transport.h"
@@ -40,6 +41,8 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 16);
 inline constexpr uint32_t kFrameMarker = 0x31464354;  // "TCF1"
+
+class ExpressPath;  // tcp_express.h
 
 /// Owns the memory of one FIFO that lives in this process: the control block
 /// and a page-aligned data area. Both FIFO ends are this process.
@@ -73,8 +76,11 @@ class TcpChannel {
  public:
   /// `sockets` are connected, authenticated and non-blocking; socket i carries
   /// frames i, i + n, i + 2n, ... Requires sockets.size() <= slotCount.
+  /// `express`, when valid, is one more such socket: the express path
+  /// (tcp_express.h), driven by the caller and never by the proxy.
   TcpChannel(int peer, std::vector<Socket> sockets, uint32_t slotCount, uint32_t slotBytes,
-             std::shared_ptr<ProxyWaker> waker);
+             std::shared_ptr<ProxyWaker> waker, Socket express = Socket());
+  ~TcpChannel();
 
   /// The peer's rank.
   int peer() const { return peer_; }
@@ -84,6 +90,8 @@ class TcpChannel {
   SlotFifo& recvFifo() { return recvFifo_; }
   /// Wakes the proxy if it sleeps (after the executor published or released).
   void kick() noexcept { waker_->kick(); }
+  /// The express path, or nullptr when the channel has none.
+  ExpressPath* express() const { return express_.get(); }
   /// This side is gone: shuts the sockets down (the peer sees EOF) and closes
   /// the FIFO ends the proxy serves, so local waits end with PeerClosed.
   /// Idempotent, any thread, never blocks.
@@ -141,6 +149,7 @@ class TcpChannel {
   SlotFifo sendFifo_, recvFifo_;
   std::vector<SocketIo> sockets_;  // the vector never changes after construction
   std::shared_ptr<ProxyWaker> waker_;
+  std::unique_ptr<ExpressPath> express_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> socketsShut_{false};
 
@@ -160,8 +169,9 @@ class TcpChannel {
 /// The Connection handed to the executor: a handle on a shared channel, so
 /// the channel (sockets, FIFO memory) lives as long as either the handle or
 /// the proxy uses it. Destroying the handle closes the connection. The
-/// methods are Connection's (transport.h).
-class TcpConnection final : public Connection {
+/// methods are Connection's (transport.h) and CallerIo's (caller_io.h; a
+/// channel without an express path reports callerIoMaxBytes() == 0).
+class TcpConnection final : public Connection, public CallerIo {
  public:
   explicit TcpConnection(std::shared_ptr<TcpChannel> channel) : channel_(std::move(channel)) {}
   ~TcpConnection() override { channel_->close(); }
@@ -172,7 +182,18 @@ class TcpConnection final : public Connection {
   const char* transportName() const override { return "tcp"; }
   int peer() const override { return channel_->peer(); }
 
+  // CallerIo over the channel's express path (tcp_express.cc).
+  size_t callerIoMaxBytes() const override;
+  void beginSend(const void* data, size_t bytes, uint64_t tag) override;
+  void beginRecv(void* buffer, size_t capacity, uint64_t expectedTag) override;
+  bool advance() override;
+  bool sendComplete() const override;
+  bool recvComplete(size_t* bytes, uint64_t* tag) const override;
+  const std::string& failure() const override;
+  void awaitAny(const std::vector<CallerIo*>& group, int ms) override;
+
  private:
+  ExpressPath& express() const;
   std::shared_ptr<TcpChannel> channel_;
 };
 

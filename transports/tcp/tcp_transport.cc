@@ -94,7 +94,8 @@ class Setup {
  public:
   Setup(SetupContext& ctx, const TcpOptions& o) : ctx_(ctx), o_(o) {}
 
-  /// Opens `nsocks` authenticated sockets to the higher rank `peer`.
+  /// Opens `nsocks` authenticated FIFO sockets and the express socket (index
+  /// nsocks) to the higher rank `peer`.
   std::vector<Socket> connectTo(int peer, const ListenerRecord& rec) {
     if (!rec.hasListener)
       fail(coilInvalidUsage, "tcp: rank ", ctx_.rank, " lists rank ", peer,
@@ -102,7 +103,7 @@ class Setup {
            " (peer lists passed to connect() must be symmetric)");
     const SocketAddress addr = addressOf(rec);
     std::vector<Socket> sockets;
-    for (int i = 0; i < o_.nsocks; ++i) {
+    for (int i = 0; i <= o_.nsocks; ++i) {
       try {
         Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag);
         setBufferSizes(s, o_.nsocks);
@@ -118,18 +119,18 @@ class Setup {
         s.sendAll(&hello, sizeof hello, ctx_.deadline, ctx_.abortFlag, "tcp data peer");
         sockets.push_back(std::move(s));
       } catch (const Error& e) {
-        fail(e.code(), "tcp: connecting socket ", i + 1, "/", o_.nsocks, " to rank ", peer, " at ",
+        fail(e.code(), "tcp: connecting socket ", i + 1, "/", o_.nsocks + 1, " to rank ", peer, " at ",
              addr.toString(), ": ", e.what());
       }
     }
     return sockets;
   }
 
-  /// Accepts `nsocks` sockets from every rank in `lower`, dropping strangers.
+  /// Accepts `nsocks` + 1 sockets from every rank in `lower`, dropping strangers.
   void acceptFrom(Socket& listener, const std::vector<int>& lower,
                   std::map<int, std::vector<Socket>>& out) {
-    for (int peer : lower) out[peer].resize(static_cast<size_t>(o_.nsocks));
-    size_t missing = lower.size() * static_cast<size_t>(o_.nsocks);
+    for (int peer : lower) out[peer].resize(static_cast<size_t>(o_.nsocks) + 1);
+    size_t missing = lower.size() * (static_cast<size_t>(o_.nsocks) + 1);
     while (missing > 0) {
       SocketAddress from;
       Socket s;
@@ -173,7 +174,7 @@ class Setup {
                h.slotBytes != o_.slotBytes) {
       os << "rank " << h.fromRank << " uses " << describeOptions(h.nsocks, h.slotCount, h.slotBytes)
          << ", this rank " << describeOptions(o_.nsocks, o_.slotCount, o_.slotBytes);
-    } else if (h.socketIndex >= h.nsocks) {
+    } else if (h.socketIndex > h.nsocks) {  // index nsocks: the express socket
       os << "socket index " << h.socketIndex << " out of range";
     } else if (out[h.fromRank][h.socketIndex].valid()) {
       os << "duplicate socket " << h.socketIndex << " from rank " << h.fromRank;
@@ -325,8 +326,11 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
               socks.front().localAddress().toString(), " -> ",
               socks.front().peerAddress().toString(), ", ", options_.nsocks, " socket(s), ",
               options_.slotCount, "x", options_.slotBytes, "B slots)");
+    Socket express = std::move(socks.back());  // socket index nsocks
+    socks.pop_back();
     auto channel = std::make_shared<TcpChannel>(peer, std::move(socks), options_.slotCount,
-                                                options_.slotBytes, proxy_->waker());
+                                                options_.slotBytes, proxy_->waker(),
+                                                std::move(express));
     channels.push_back(channel);
     connections.push_back(std::make_unique<TcpConnection>(std::move(channel)));
   }

@@ -3,7 +3,7 @@
 // connect() (collective) opens a data listener on the bootstrap's local
 // address when some lower rank will connect to this one, allGathers every
 // rank's listener address, then the lower rank of each pair opens `nsocks`
-// sockets to the higher one. Every socket authenticates with the
+// FIFO sockets plus one express socket (tcp_express.h) to the higher one. Every socket authenticates with the
 // communicator secret (auth.h, purpose "tcp-data") and then says hello
 // {fromRank, toRank, socketIndex, nsocks, slotCount, slotBytes}; anything
 // else reaching the listener is logged as a stranger and dropped.
@@ -34,9 +34,12 @@ class TcpChannel;
 // Chosen by measurement (2 processes streaming 256 MiB over loopback): more
 // sockets cost less CPU per byte (fewer proxy sleep/wake cycles per slot) at
 // equal or better throughput; 4 keeps the fd count per peer modest.
+// Slots of 128 KiB: a 2-rank ring all-reduce of 64 MiB took 25-30% less CPU
+// time than with 512 KiB slots (24.5 vs 35-40 ms per rank: 8 slots of a FIFO
+// then stay in the 1 MiB L2), and 1 MiB messages pipeline in 4 slices.
 inline constexpr int kDefaultNsocks = 4;
 inline constexpr uint32_t kDefaultSlotCount = 8;
-inline constexpr uint32_t kDefaultSlotBytes = 512 * 1024;
+inline constexpr uint32_t kDefaultSlotBytes = 128 * 1024;
 
 /// Per-transport parameters. Both ends of a connection must agree.
 struct TcpOptions {

@@ -1,0 +1,35 @@
+// One-shot all-reduce over transport FIFOs, for small messages on links
+// without a shared window (tcp, or shm with the window turned off).
+//
+// Every rank sends its whole input to every other rank (one slot each),
+// then reduces the n inputs in rank order, x0 ⊕ x1 ⊕ ... ⊕ x(n-1), and
+// finishes coilAvg once. Every rank computes the same bits. One message
+// latency instead of the ring's 2(n-1), at the price of (n-1)·S bytes sent
+// per rank: the latency choice when S is small.
+//
+// When every peer's connection offers a caller-driven path large enough
+// (transport::CallerIo: tcp's express socket), the messages travel there,
+// driven by the calling thread alone: one loopback hop, no thread hand-off.
+// Otherwise they travel through the FIFOs.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "algorithms/reduce_call.h"
+#include "transports/transport.h"
+
+namespace coil::algo {
+
+/// Runs the one-shot for `rank`; `peers[q]` connects to rank q (nullptr for
+/// this rank). Requires count * typeSize <= the slot size of every FIFO
+/// (and, for the caller-driven path, <= every peer's callerIoMaxBytes).
+/// `spinUs`: how long a caller-driven wait polls before it sleeps in poll(),
+/// calling sched_yield() between polls when `yield`.
+/// Throws coil::Error: coilRemoteError (peer closed, died, abort),
+/// coilTimeout, coilInvalidUsage (the peer is in a different call).
+void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
+                          const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
+                          bool yield);
+
+}  // namespace coil::algo

@@ -1,0 +1,49 @@
+// All-reduce through a shared-memory Window (transports/window.h), for
+// communicators whose ranks all live on one host. Two algorithms:
+//
+//   one-shot  every rank copies its whole input into its slot, posts one
+//             step, and reduces all n slots in rank order into its output.
+//             One handshake: the latency choice for small messages.
+//   slice     the buffer is cut into pieces of one slot; each piece into n
+//             slices. Rank r reduces slice r of every piece from all n
+//             inputs and publishes it; every rank then copies the other
+//             slices out. Each rank moves ~2S bytes and reduces S/n: the
+//             bandwidth choice for large messages.
+//
+// Both reduce every element in the fixed order x0 ⊕ x1 ⊕ ... ⊕ x(n-1) (and
+// finish coilAvg once), so every rank ends with the same bits, run after run.
+// Step tables, slot reuse, cost formulas and measurements: docs/performance.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/reduce_call.h"
+#include "transports/window.h"
+
+namespace coil::algo {
+
+/// Which window algorithm wrote a slot (stamped next to the call's
+/// fingerprint, so ranks that disagree on COIL_ALGO fail loudly).
+enum class WindowAlgorithm : uint32_t { kOneShot = 1, kSlice = 2 };
+
+/// Tuning of the slice algorithm.
+struct SliceOptions {
+  size_t pieceBytes;   // bytes of one piece (<= the window's slot size)
+  bool streamStores;   // write the output with non-temporal stores
+};
+
+/// The largest message (bytes) windowOneShotAllReduce accepts.
+size_t windowOneShotMaxBytes(const transport::Window& window);
+
+/// One-shot all-reduce; requires count * typeSize <= windowOneShotMaxBytes.
+/// Throws coil::Error: coilRemoteError (peer closed, died, or abort),
+/// coilTimeout, coilInvalidUsage (a peer is in a different call).
+void windowOneShotAllReduce(transport::Window& window, const ReduceCall& call,
+                            const transport::WaitWatch& watch);
+
+/// Slice-parallel all-reduce, any count. Throws like windowOneShotAllReduce.
+void windowSliceAllReduce(transport::Window& window, const ReduceCall& call,
+                          const transport::WaitWatch& watch, const SliceOptions& options);
+
+}  // namespace coil::algo

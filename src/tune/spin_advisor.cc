@@ -1,0 +1,89 @@
+#include "tune/spin_advisor.h"
+
+#include <algorithm>
+
+namespace coil::tune {
+
+size_t SpinAdvisor::classOf(size_t bytes) {
+  // floor(log2(bytes)), capped to the table.
+  const size_t c = bytes <= 1 ? 0 : 63 - static_cast<size_t>(__builtin_clzll(bytes));
+  return std::min(c, std::tuple_size<decltype(classes_)>::value - 1);
+}
+
+bool SpinAdvisor::enabled(int arm) const {
+  switch (arm) {
+    case kPause: return pauseUs_ > 0;
+    case kYield: return yieldUs_ > 0;
+    default: return true;
+  }
+}
+
+WaitPlan SpinAdvisor::planOf(int arm) const {
+  switch (arm) {
+    case kPause: return {pauseUs_, false};
+    case kYield: return {yieldUs_, true};
+    default: return {0, false};
+  }
+}
+
+// The cheapest way wins, but in the order of preference pause, yield,
+// sleep, a later one only when clearly (kSwitchBelow) cheaper: measured ties
+// are common when the peer answers at once, and then pause costs nothing
+// while a yield is a system call. Exploring gets rare when the other ways
+// look clearly dearer.
+void SpinAdvisor::choose(SizeClass& c) const {
+  int best = -1;
+  for (int a : {kPause, kYield, kSleep}) {
+    if (!enabled(a)) continue;
+    if (c.samples[a] < 4) return void(c.best = -1);
+    if (best < 0 || c.averageUs[a] < kSwitchBelow * c.averageUs[best]) best = a;
+  }
+  double runnerUp = 0;
+  for (int a = 0; a < kArms; ++a)
+    if (a != best && enabled(a) && (runnerUp == 0 || c.averageUs[a] < runnerUp))
+      runnerUp = c.averageUs[a];
+  c.best = best;
+  c.interval = runnerUp > kClearlyWorse * c.averageUs[best] ? kExploreRarely : kExploreEvery;
+}
+
+WaitPlan SpinAdvisor::planFor(size_t bytes) {
+  if (mode_ == Mode::kAlways) {
+    WaitPlan p = planOf(pauseUs_ > 0 ? kPause : kSleep);
+    p.measure = false;
+    return p;
+  }
+  SizeClass& c = classes_[classOf(bytes)];
+  ++c.calls;
+  if (c.best < 0) {
+    // First samples of every enabled way.
+    for (int a : {kPause, kYield, kSleep})
+      if (enabled(a) && c.samples[a] < 4) return planOf(a);
+    choose(c);
+  }
+  if ((c.calls & (c.interval - 1)) == 0) {
+    // Explore: the other ways in turn.
+    for (int k = 1; k < kArms; ++k) {
+      const int a = static_cast<int>((c.best + k + c.explored) % kArms);
+      if (a != c.best && enabled(a)) {
+        ++c.explored;
+        return planOf(a);
+      }
+    }
+  }
+  WaitPlan p = planOf(c.best);
+  p.measure = (c.calls & (kMeasureEvery - 1)) == 0;
+  return p;
+}
+
+void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds) {
+  if (mode_ == Mode::kAlways || !plan.measure) return;
+  SizeClass& c = classes_[classOf(bytes)];
+  const int arm = plan.spinUs == 0 ? kSleep : plan.yield ? kYield : kPause;
+  // An exponential average of the last ~8 samples: recent load counts most.
+  double& avg = c.averageUs[arm];
+  avg = c.samples[arm] == 0 ? microseconds : avg + (microseconds - avg) / 8.0;
+  ++c.samples[arm];
+  choose(c);
+}
+
+}  // namespace coil::tune

@@ -1,0 +1,83 @@
+// How a waiting rank should wait, learned per call.
+//
+// Three ways to wait for a peer's flag or message, none best everywhere:
+//   - sleep at once (futex, poll()): a wake-up costs several µs, ~25 µs when
+//     the CPUs are busy with other programs;
+//   - poll with `pause` for a while: well under a µs when the peer runs on
+//     another core at the same time, but a rank that polls while its peer
+//     waits for the same core burns the very time the peer needs;
+//   - poll with sched_yield() for a while: hands the core to whoever is
+//     runnable, which is the peer when ranks share a core (8 ranks on 2
+//     cores) — then a message costs a context switch, not a wake-up — but
+//     gives away the rank's time slice when an unrelated program is.
+// Which one wins changes with the machine's load, so coil measures it: for
+// each message-size class it keeps the average call time of each way, uses
+// the cheapest, and now and then tries another (see kExploreEvery).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace coil::tune {
+
+/// One way to wait: poll for `spinUs` (0: sleep at once), yielding the CPU
+/// between polls when `yield`, then sleep.
+struct WaitPlan {
+  int spinUs = 0;
+  bool yield = false;
+  bool measure = true;  // time this call and record() it (a clock read costs ~25 ns)
+};
+
+class SpinAdvisor {
+ public:
+  /// kAdaptive learns; kAlways always polls with pause (for a machine known
+  /// to be quiet, and for measurements). `pauseUs` = 0 never polls with
+  /// pause (more ranks than cores); `yieldUs` = 0 never yields.
+  enum class Mode { kAdaptive, kAlways };
+  SpinAdvisor(int pauseUs = 0, int yieldUs = 0, Mode mode = Mode::kAdaptive)
+      : pauseUs_(pauseUs), yieldUs_(yieldUs), mode_(mode) {}
+
+  /// The way to wait in the next call of `bytes`.
+  WaitPlan planFor(size_t bytes);
+  /// The call of `bytes` that waited by `plan` took `microseconds`.
+  void record(size_t bytes, const WaitPlan& plan, double microseconds);
+
+  /// One call in this many tries a way that currently looks worse — or in
+  /// kExploreRarely when the others look over kClearlyWorse times as dear:
+  /// an exploring call costs its extra time, for both ranks of a pair.
+  static constexpr uint32_t kExploreEvery = 32;
+  static constexpr uint32_t kExploreRarely = 256;
+  static constexpr double kClearlyWorse = 1.5;
+  /// A less preferred way (pause, then yield, then sleep) must cost less
+  /// than this fraction of the preferred one to be chosen.
+  static constexpr double kSwitchBelow = 0.8;
+  /// Once every way has its first samples, one call in this many is timed
+  /// (and every exploring call): the averages need no more.
+  static constexpr uint32_t kMeasureEvery = 8;
+  static_assert((kExploreEvery & (kExploreEvery - 1)) == 0 &&
+                (kExploreRarely & (kExploreRarely - 1)) == 0 &&
+                (kMeasureEvery & (kMeasureEvery - 1)) == 0, "powers of two (masks)");
+
+ private:
+  enum Arm { kSleep = 0, kPause = 1, kYield = 2, kArms = 3 };
+  struct SizeClass {
+    double averageUs[kArms] = {0, 0, 0};
+    uint32_t samples[kArms] = {0, 0, 0};
+    uint32_t calls = 0;
+    uint32_t explored = 0;
+    int best = -1;                     // -1 until every way has its first samples
+    uint32_t interval = kExploreEvery;  // a power of two
+  };
+  static size_t classOf(size_t bytes);
+  bool enabled(int arm) const;
+  WaitPlan planOf(int arm) const;
+  void choose(SizeClass& c) const;  // recomputes best and interval after a sample
+
+  int pauseUs_;
+  int yieldUs_;
+  Mode mode_;
+  std::array<SizeClass, 40> classes_{};
+};
+
+}  // namespace coil::tune

@@ -1,0 +1,83 @@
+// The express path of a tcp connection: one extra socket per peer that only
+// the calling thread drives (transports/caller_io.h), for small messages.
+//
+// The proxy thread never polls it, so a message on it wakes nobody but the
+// thread that waits for it. Wire format: the FIFO sockets' frames
+// (FrameHeader, then the payload), one message per frame, validated before
+// use. A small message arrives with one recv(): the header and whatever
+// follows land in a staging buffer, and bytes that belong to the next message
+// (a peer may run one call ahead) stay there for it.
+//
+// Used by one thread at a time (the communicator's caller); shutdown() may
+// come from any thread.
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "transports/tcp/tcp_connection.h"
+
+namespace coil::transport::tcp {
+
+/// The largest express message. Any size is deadlock-free (the caller
+/// advances its sends and receives together, without blocking); the limit
+/// bounds the receive buffers a one-shot holds per peer.
+inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
+
+class ExpressPath {
+ public:
+  /// `socket` is connected, authenticated and non-blocking.
+  ExpressPath(int peer, Socket socket);
+
+  /// See CallerIo (caller_io.h) for the contracts of these five.
+  void beginSend(const void* data, size_t bytes, uint64_t tag);
+  void beginRecv(void* buffer, size_t capacity, uint64_t expectedTag);
+  bool advance() noexcept;
+  bool sendComplete() const { return sendData_ == nullptr; }
+  bool recvComplete(size_t* bytes, uint64_t* tag) const;
+  const std::string& failure() const { return failure_; }
+
+  /// What poll() should wait for now, as a pollfd (events 0: nothing).
+  pollfd pollRequest() const;
+  /// Applies what poll() reported for pollRequest().
+  void onPollEvents(short revents) noexcept;
+  /// The peer sees EOF; later advance() calls with something pending fail.
+  /// Idempotent, any thread.
+  void shutdown() noexcept;
+
+ private:
+  bool advanceSend() noexcept;
+  bool advanceRecv() noexcept;
+  bool takeFromStage() noexcept;
+  void failWith(const std::string& why) noexcept;
+
+  const int peer_;
+  Socket socket_;
+  std::atomic<bool> shut_{false};
+  std::string failure_;
+
+  // Outgoing message: header then payload; sendData_ == nullptr when idle.
+  const uint8_t* sendData_ = nullptr;
+  FrameHeader sendHeader_{};
+  size_t sendDone_ = 0;  // bytes of header + payload written
+  bool sendBlocked_ = false;
+
+  // Incoming message.
+  uint8_t* recvBuffer_ = nullptr;
+  size_t recvCapacity_ = 0;
+  uint64_t recvExpectedTag_ = 0;
+  bool recvPending_ = false;   // beginRecv called, message not complete
+  bool recvHaveHeader_ = false;
+  FrameHeader recvHeader_{};
+  size_t recvPayloadDone_ = 0;
+  std::vector<uint8_t> stage_;  // bytes read ahead of the current message
+  size_t staged_ = 0;
+};
+
+}  // namespace coil::transport::tcp
