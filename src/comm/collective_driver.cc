@@ -50,8 +50,8 @@ size_t modelBytes(const CollectiveCall& c, int n) {
 // The deadline of a call: `timeoutMs` from now. steady_clock costs ~25 ns
 // on the reference VM, a tenth of a small all-reduce, so a deadline is
 // reused while the coarse clock (~5 ns, 4 ms resolution) says it was set
-// less than kDeadlineReuseMs ago: a call may then time out up to that much
-// early, never late.
+// less than kDeadlineReuseMs ago: a call may then time out up to ~12 ms
+// early (reuse plus resolution), never late.
 constexpr int64_t kDeadlineReuseMs = 8;
 
 int64_t coarseMs() {
@@ -69,9 +69,9 @@ Deadline callDeadline(const void* comm, int64_t timeoutMs) {
   };
   thread_local Cached cached;
   const int64_t now = coarseMs();
-  if (cached.comm != comm || cached.timeoutMs != timeoutMs || now - cached.setAtMs >= kDeadlineReuseMs) {
+  if (cached.comm != comm || cached.timeoutMs != timeoutMs ||
+      now - cached.setAtMs >= kDeadlineReuseMs)
     cached = {comm, timeoutMs, now, Deadline::after(timeoutMs)};
-  }
   return cached.deadline;
 }
 

@@ -48,6 +48,24 @@ int onlineCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+// The last-level cache of CPU 0 as sysfs reports it ("32768K"), or 0.
+// (sysconf(_SC_LEVEL3_CACHE_SIZE) reads CPUID, which a VM may fill with
+// its host's figures.)
+size_t lastLevelCacheBytes() {
+  size_t best = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    FILE* f = std::fopen((dir + "/size").c_str(), "r");
+    if (!f) break;
+    unsigned long value = 0;
+    char unit = 0;
+    if (std::fscanf(f, "%lu%c", &value, &unit) >= 1)
+      best = std::max<size_t>(best, value * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1));
+    std::fclose(f);
+  }
+  return best;
+}
+
 std::string hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -105,6 +123,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
   topology.cores = onlineCpus();
+  topology.cacheBytes = lastLevelCacheBytes();
   model_ = tune::Model(topology);
   tune::Algo forced;
   if (!window_ && nranks > 1 && algoOverride_.forced(algo::CollKind::AllReduce, &forced) &&

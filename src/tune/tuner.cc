@@ -18,28 +18,36 @@ double log2ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<d
 // the 2-core reference machine, 2026-11-21 (docs/performance.md has the
 // measurements). β and γ are µs per byte, so 1/6000 is 6 GB/s.
 //
-// FIFO algorithms over shm: a slot hand-off costs ~5 µs with the futex
-// wake-ups; the copy into the peer's slot runs at ~6 GB/s.
-constexpr Cost kShmFifo{5.0, 1.0 / 6000.0, 1.0 / 8000.0};
+// FIFO algorithms over shm: a step costs up to a futex wake-up (~20 µs)
+// when the peer is late, since FIFO waits sleep after a short spin; in the
+// caches a 2-rank ring moves data at 7.3e-5 µs/B (measured 79 µs at 1 MiB,
+// 541 µs at 4 MiB), beyond them 3.6× dearer (1658 µs at 8 MiB). With these
+// it runs 2-rank shm all-reduces of ~768 KiB - 4 MiB, where its 256 KiB
+// slots pipeline best; below, unpipelined single-slot steps made it slower
+// than slice in coil_perf (98 vs 61 µs at 256 KiB).
+constexpr Cost kShmFifo{20.0, 1.0 / 20500.0, 1.0 / 20500.0, 3.6};
 // FIFO algorithms over tcp (loopback): a slot hand-off through the proxy
 // threads costs ~45 µs; one direction of a link carries ~1.5 GB/s while the
 // other direction is busy too (both cost the same CPUs).
-constexpr Cost kTcpFifo{45.0, 1.0 / 1500.0, 1.0 / 8000.0};
+constexpr Cost kTcpFifo{45.0, 1.0 / 1500.0, 1.0 / 8000.0, 1.0};
 // One-shot over tcp's express path: the calling thread drives its own
 // socket, so a message costs one loopback hop (~14 µs) and no hand-off.
-constexpr Cost kTcpOneShot{14.0, 1.0 / 3000.0, 1.0 / 8000.0};
+constexpr Cost kTcpOneShot{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0};
 // Window one-shot: one flag handshake (~0.2 µs between two cores; up to
 // 1908 bytes travel in the flag's lines, beyond that the data is one more
 // transfer after the flag). Per byte it is dear: every rank pulls every
 // other rank's whole input across the caches (β: copy in, γ: each reduced
 // byte with its remote read). Fitted to 2 ranks, 512 B - 4 KiB, measured
 // interleaved with slice: 0.33, 0.50, 0.75, 1.20 µs.
-constexpr Cost kWindowOneShot{0.21, 1.0 / 10000.0, 1.0 / 7000.0};
+constexpr Cost kWindowOneShot{0.21, 1.0 / 10000.0, 1.0 / 7000.0, 1.0};
 // Window slice: two handshakes per piece, each rank pulls and reduces only
-// 1/n: measured 0.44, 0.47, 0.62, 0.89 µs at the same sizes. With these, 2
-// ranks switch from one-shot to slice at ~1.5 KB (measured: a tie at 1 KiB),
-// 8 ranks at ~200 bytes.
-constexpr Cost kWindowSlice{0.19, 1.0 / 16700.0, 1.0 / 13900.0};
+// 1/n: measured 0.44, 0.47, 0.62, 0.89 µs at the same sizes, 12 µs at
+// 64 KiB, 103 µs at 1 MiB; from 4 MiB on its streaming stores keep the
+// per-byte cost the same beyond the caches (1229 µs at 8 MiB). With these,
+// 2 ranks run one-shot up to ~1.5 KB (measured: a tie at 1 KiB), slice up
+// to ~768 KiB, the ring up to 4 MiB, slice beyond; 8 ranks switch from
+// one-shot at ~200 bytes.
+constexpr Cost kWindowSlice{0.19, 1.0 / 16700.0, 1.0 / 13900.0, 1.0};
 
 // More ranks than cores (8 ranks on 2 cores in CI): a window handshake
 // needs every rank to run once; with waits that yield the core to each
@@ -48,13 +56,16 @@ constexpr Cost kWindowSlice{0.19, 1.0 / 16700.0, 1.0 / 13900.0};
 // wake-up. And every byte is moved by n/cores times fewer cores.
 constexpr double kWindowSwitchUsPerRank = 1.6;
 constexpr double kFifoWakeUs = 9.0;
-// Pieces of one whole 1 MiB window slot: half the handshakes of 512 KiB
-// pieces for the same cache footprint (the slots live in the shared L3).
-// From 8 MiB on, two ranks' inputs and outputs no longer fit the 32 MiB
-// last-level cache, and streaming stores save the read-for-ownership of
-// every output line (measured: 23% less CPU time per call at 16 MiB).
+// Pieces of one whole 1 MiB window slot: measured faster than 128 KiB and
+// 256 KiB pieces (fewer handshakes; the slots live in the shared L3).
+// From 4 MiB on, two ranks' inputs, outputs and slots no longer fit the
+// 32 MiB last-level cache, and streaming stores save the read-for-ownership
+// of every output line (measured: 23% less CPU time per call at 16 MiB).
 constexpr size_t kSlicePieceBytes = 1 << 20;
-constexpr size_t kStreamFromBytes = 8 << 20;
+constexpr size_t kStreamFromBytes = 4 << 20;
+// The buffers outgrow the last-level cache when n ranks' inputs and
+// outputs (2·n·S) pass half of it: S > L3 / (4n), 4 MiB for 2 ranks here.
+constexpr size_t kAssumedCacheBytes = 8 << 20;
 
 const std::map<std::string, Algo>& algoNames() {
   static const std::map<std::string, Algo> names = {
@@ -175,11 +186,14 @@ void Model::applyOverrides() {
         (key == "piece" ? slicePieceBytes_ : streamFromBytes_) = static_cast<size_t>(value);
         continue;
       }
-      if (key != "alpha" && key != "beta" && key != "gamma")
+      if (key != "alpha" && key != "beta" && key != "gamma" && key != "memory")
         fail(coilInvalidUsage, "COIL_TUNE: unknown parameter '", key,
-             "' (alpha, beta, gamma; piece, stream for window/slice)");
+             "' (alpha, beta, gamma, memory; piece, stream for window/slice)");
       for (Cost* c : costs)
-        (key == "alpha" ? c->alphaUs : key == "beta" ? c->betaUsPerB : c->gammaUsPerB) = value;
+        (key == "alpha"  ? c->alphaUs
+         : key == "beta" ? c->betaUsPerB
+         : key == "gamma" ? c->gammaUsPerB
+                          : c->memoryFactor) = value;
     }
   }
 }
@@ -229,8 +243,13 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
 double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
   const double S = static_cast<double>(bytes), N = topo_.nranks;
   const double C = std::max<double>(1, static_cast<double>(topo_.chunkBytes));
-  const Cost& m = cost(a);
+  Cost m = cost(a);
   if (topo_.nranks == 1) return S * m.betaUsPerB;  // a local copy
+  const size_t cache = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
+  if (bytes > cache / (4 * static_cast<size_t>(topo_.nranks))) {
+    m.betaUsPerB *= m.memoryFactor;
+    m.gammaUsPerB *= m.memoryFactor;
+  }
   const double f = (N - 1) / N;
   switch (kind) {
     case CollKind::AllReduce:

@@ -34,6 +34,10 @@ struct Cost {
   double alphaUs;
   double betaUsPerB;
   double gammaUsPerB;
+  /// β and γ are for data that stays in the caches; once the ranks' buffers
+  /// outgrow the last-level cache (Topology::cacheBytes), both are
+  /// multiplied by this (1 for an algorithm that streams to memory anyway).
+  double memoryFactor = 1.0;
 };
 
 /// What the communicator offers its algorithms.
@@ -45,6 +49,7 @@ struct Topology {
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
   int cores = 0;                  // CPUs this process may run on; 0 = unknown
+  size_t cacheBytes = 0;          // last-level cache; 0 = unknown (8 MiB assumed)
 };
 
 struct Prediction {
@@ -71,7 +76,8 @@ class Model {
   /// "T:" sets the FIFO algorithms of transport T (ring, tree, oneshot),
   /// "T/A:" one algorithm: T is shm, tcp or window; A an algorithm name.
   /// A "window/slice:" entry also takes piece=BYTES and stream=BYTES (the
-  /// message size from which the output is written with streaming stores).
+  /// message size from which the output is written with streaming stores);
+  /// any entry takes memory=FACTOR (Cost::memoryFactor).
   /// Throws coilInvalidUsage naming a bad entry.
   explicit Model(const Topology& topology);
 
