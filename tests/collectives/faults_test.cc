@@ -17,19 +17,6 @@
 namespace coil::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs) {
-  coilConfig_t config = COIL_CONFIG_INITIALIZER;
-  config.timeoutMs = timeoutMs;
-  coilComm_t comm = nullptr;
-  EXPECT_EQ(coilCommInitRankConfig(&comm, n, id, rank, &config), coilSuccess)
-      << coilGetLastError(nullptr);
-  return comm;
-}
 
 TEST(Api, VersionAndErrorStrings) {
   int v = 0;

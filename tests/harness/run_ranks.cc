@@ -36,6 +36,19 @@ ScopedEnv::~ScopedEnv() {
   else unsetenv(name_.c_str());
 }
 
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs) {
+  coilConfig_t config = COIL_CONFIG_INITIALIZER;
+  config.timeoutMs = timeoutMs;
+  coilComm_t comm = nullptr;
+  EXPECT_EQ(coilCommInitRankConfig(&comm, n, id, rank, &config), coilSuccess)
+      << coilGetLastError(nullptr);
+  return comm;
+}
+
 std::vector<std::string> coilShmEntries() {
   std::vector<std::string> out;
   if (DIR* d = opendir("/dev/shm")) {

@@ -10,7 +10,9 @@
 // tests) use runRanksRaw and do it themselves.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <vector>
 #include <ostream>
 #include <string>
 
@@ -52,6 +54,14 @@ class ScopedEnv {
   bool had_;
   std::string old_;
 };
+
+using Clock = std::chrono::steady_clock;
+/// Seconds elapsed since `t` (fault tests bound how long a failure takes).
+double secondsSince(Clock::time_point t);
+
+/// coilCommInitRankConfig with a timeout; a failure is a test failure and
+/// returns nullptr.
+coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs);
 
 /// Names of the /dev/shm entries coil created (for leak checks).
 std::vector<std::string> coilShmEntries();
