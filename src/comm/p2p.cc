@@ -79,6 +79,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   };
   try {
     int idle = 0;
+    bool peerGoneSeen = false;
     for (;;) {
       bool moved = false, pending = false;
       for (Task& t : tasks) {
@@ -111,6 +112,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       if (!pending) return;
       if (moved) {
         idle = 0;
+        peerGoneSeen = false;
         continue;
       }
       // Nothing could move: check for failures, then back off.
@@ -121,9 +123,15 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
             (t.call.isSend ? t.conn->sendFifo() : t.conn->recvFifo()).control();
         bool closed = t.call.isSend ? ctl->consumerClosed.load() : ctl->producerClosed.load();
         int32_t pid = t.call.isSend ? ctl->consumerPid : ctl->producerPid;
-        if (closed || transport::processGone(pid))
-          fail(coilRemoteError, describe(t), ": rank ", t.call.peer,
-               " closed its connection or died");
+        // A peer may publish its last slot and exit between our pass and
+        // this check: fail only if one more full pass also moves nothing.
+        if (closed || transport::processGone(pid)) {
+          if (peerGoneSeen)
+            fail(coilRemoteError, describe(t), ": rank ", t.call.peer,
+                 " closed its connection or died");
+          peerGoneSeen = true;
+          break;
+        }
       }
       if (deadline.expired())
         fail(coilTimeout, "point-to-point: timed out after ", options_.timeoutMs, " ms; first pending: ",
