@@ -153,16 +153,8 @@ TEST(DirectMismatch, DifferentCoilAlgoOnTheRanksIsNamed) {
 
 // After every test — including the killed and aborted ranks — nothing coil
 // created may remain in /dev/shm (the window's segments included).
-class NoShmLeftBehind : public ::testing::Environment {
- public:
-  void TearDown() override {
-    auto left = coilShmEntries();
-    EXPECT_TRUE(left.empty()) << left.size() << " leftover segment(s), e.g. /dev/shm/"
-                              << (left.empty() ? "" : left.front());
-  }
-};
 [[maybe_unused]] auto* const kNoShmLeftBehind =
-    ::testing::AddGlobalTestEnvironment(new NoShmLeftBehind);
+    ::testing::AddGlobalTestEnvironment(newShmLeakCheck());
 
 }  // namespace
 }  // namespace coil::test

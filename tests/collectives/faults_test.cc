@@ -332,16 +332,8 @@ TEST(Lifecycle, InitAllGivesConnectedRanksInOneProcess) {
 
 // After every test of this binary — including the aborted, timed-out and
 // crashed communicators — nothing coil created may remain in /dev/shm.
-class NoShmLeftBehind : public ::testing::Environment {
- public:
-  void TearDown() override {
-    auto left = coilShmEntries();
-    EXPECT_TRUE(left.empty()) << left.size() << " leftover segment(s), e.g. /dev/shm/"
-                              << (left.empty() ? "" : left.front());
-  }
-};
 [[maybe_unused]] auto* const kNoShmLeftBehind =
-    ::testing::AddGlobalTestEnvironment(new NoShmLeftBehind);
+    ::testing::AddGlobalTestEnvironment(newShmLeakCheck());
 
 }  // namespace
 }  // namespace coil::test

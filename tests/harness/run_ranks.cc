@@ -61,6 +61,15 @@ std::vector<std::string> coilShmEntries() {
 
 namespace {
 
+class ShmLeakCheck : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    auto left = coilShmEntries();
+    EXPECT_TRUE(left.empty()) << left.size() << " leftover segment(s), e.g. /dev/shm/"
+                              << (left.empty() ? "" : left.front());
+  }
+};
+
 void runThreads(const RankSetup& setup, const RawRankBody& body) {
   coilUniqueId id;
   ASSERT_EQ(coilGetUniqueId(&id), coilSuccess) << coilGetLastError(nullptr);
@@ -126,6 +135,8 @@ void runProcesses(const RankSetup& setup, const RawRankBody& body) {
 }
 
 }  // namespace
+
+::testing::Environment* newShmLeakCheck() { return new ShmLeakCheck; }
 
 void runRanksRaw(const RankSetup& setup, const RawRankBody& body) {
   // Tests talk over loopback only (unless the caller chose an interface).

@@ -16,6 +16,8 @@
 #include <ostream>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "coil.h"
 
 namespace coil::test {
@@ -65,5 +67,9 @@ coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t time
 
 /// Names of the /dev/shm entries coil created (for leak checks).
 std::vector<std::string> coilShmEntries();
+
+/// A gtest environment whose TearDown fails if coil left anything in
+/// /dev/shm. Register it once per binary with AddGlobalTestEnvironment.
+::testing::Environment* newShmLeakCheck();
 
 }  // namespace coil::test
