@@ -185,8 +185,12 @@ TEST(Predict, MirrorsTheTunersFormulas) {
   const size_t C = 1 << 20;
   // ring: rounds = ceil(8 MiB / (4 * 1 MiB)) = 2 -> 2*3*2*5 + 1.5*S/6000 + 0.75*S/8000
   EXPECT_NEAR(predictRingAllReduceUs(m, 4, S, C), 60 + 2097.152 + 786.432, 1e-6);
-  // tree: chunks = ceil(8 MiB / 2 MiB) = 4, depth 2 -> (4+4)*5 + 2*S/6000 + S/8000
-  EXPECT_NEAR(predictTreeAllReduceUs(m, 4, S, C), 40 + 2 * S / 6000 + S / 8000, 1e-6);
+  // tree, 4 ranks: chunks = ceil(8 MiB / 2 MiB) = 4, depth 2; every rank has 3
+  // tree edges (sends 1.5 S) and the busiest reduces 2 children's halves (S)
+  // -> (2*2 + 2*4)*5 + 1.5*S/6000 + S/8000
+  EXPECT_NEAR(predictTreeAllReduceUs(m, 4, S, C), 60 + 1.5 * S / 6000 + S / 8000, 1e-6);
+  // 2 ranks: one edge per tree, as the ring's bytes: (2 + 2*4)*5 + S/6000 + S/2/8000
+  EXPECT_NEAR(predictTreeAllReduceUs(m, 2, S, C), 50 + S / 6000 + S / 2 / 8000, 1e-6);
   EXPECT_NEAR(predictAllGatherUs(m, 4, S), 15 + 0.75 * S / 6000, 1e-6);
   EXPECT_NEAR(predictRingAllReduceUs(m, 1, S, C), S / 6000, 1e-9);
   EXPECT_NEAR(predictRingAllReduceUs(m, 2, 8, C), 2 * 5 + 8.0 / 6000 + 4.0 / 8000, 1e-12);

@@ -3,14 +3,14 @@
 // (agreeOnSlices). Keep the two in step.
 #include "predict.h"
 
+#include "algorithms/tree_shape.h"  // header-only: the tree coil runs
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 namespace coil_perf {
 namespace {
-
-double log2ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
 
 long envLong(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -36,8 +36,9 @@ double predictTreeAllReduceUs(const ModelParams& m, int nranks, double bytes, si
   if (nranks == 1) return S * m.betaUsPerByte;
   const double C = std::max(1.0, static_cast<double>(chunkBytes));
   const double chunks = std::max(1.0, std::ceil(S / (2 * C)));
-  return (2 * log2ceil(nranks) + chunks) * m.alphaUs + 2 * S * m.betaUsPerByte +
-         S * m.gammaUsPerByte;
+  const coil::algo::TreeLoad load = coil::algo::doubleTreeLoad(nranks);
+  return (2 * load.depth + 2 * chunks) * m.alphaUs + load.sentPerByte * S * m.betaUsPerByte +
+         load.reducedPerByte * S * m.gammaUsPerByte;
 }
 
 double predictAllGatherUs(const ModelParams& m, int nranks, double bytes) {

@@ -7,7 +7,8 @@
 //   n ranks, S bytes (all-reduce: the buffer; all-gather: n blocks),
 //   C = chunk bytes, f = (n-1)/n:
 //   ring all-reduce  2(n-1)·rounds·α + 2f·S·β + f·S·γ,   rounds = max(1, ceil(S / (n·C)))
-//   tree all-reduce  (2·ceil(log2 n) + chunks)·α + 2S·β + S·γ,  chunks = max(1, ceil(S / 2C))
+//   tree all-reduce  (2·depth + 2·chunks)·α + L·S·β + R·S·γ,  chunks = max(1, ceil(S / 2C)),
+//                    depth, L, R of the busiest rank: doubleTreeLoad (src/algorithms/tree_shape.h)
 //   all-gather       (n-1)·α + f·S·β
 //   one rank         S·β (a local copy)
 #pragma once

@@ -1,9 +1,7 @@
 // Binary trees: latency grows with log2(n) instead of n.
 //
-// Shape: a heap over positions (children of position p: 2p+1, 2p+2). Ranks
-// map to positions so that the tree's root is position 0.
-//
-// Double binary tree all-reduce. Each half of the buffer has its own tree:
+// Shape (tree_shape.h): a heap over positions. Double binary tree
+// all-reduce: each half of the buffer has its own tree,
 //   tree 0: position = rank            tree 1: position = n-1-rank
 // A leaf of tree 0 (upper half of positions) is interior in tree 1, so both
 // trees together keep every rank's links busy in both directions.
@@ -17,44 +15,23 @@
 //
 // Pipelining: the up pass of chunk i runs before the down pass of chunk i-1,
 // so chunks stream through the tree in both directions at once.
-//   T ≈ 2·log2(n)·α + 2·S/2·β·(per tree) — per rank about S·β total,
-// matching the ring's bandwidth term for large n while the latency term is
-// logarithmic. The algorithm accumulates in place: the driver runs it with
-// input == output (copying sendbuff to recvbuff first when out-of-place).
+//   T ≈ (2·depth + chunks)·α + L·S·β + R·S·γ, with L and R the busiest
+// rank's load (doubleTreeLoad: L = 2, R = 1 for large n; L = 1, R = 1/2 for
+// n = 2, as the ring): the ring's bandwidth term, a logarithmic latency term.
+// The algorithm accumulates in place: the driver runs it with input ==
+// output (copying sendbuff to recvbuff first when out-of-place).
 // Every chunk is reduced in a fixed order on fixed ranks and then copied
 // down, so all ranks get the same bits.
 #include <algorithm>
 
 #include "algorithms/chunking.h"
 #include "algorithms/collectives.h"
+#include "algorithms/tree_shape.h"
 
 namespace coil::algo {
 namespace {
 
-struct Node {
-  int parent = -1;
-  int child[2] = {-1, -1};
-};
-
-// rankAt(position) and the node of `rank` in a heap tree given a rank→position map.
-template <typename ToPos, typename ToRank>
-Node heapNode(int rank, int n, ToPos toPos, ToRank toRank) {
-  Node node;
-  int pos = toPos(rank);
-  if (pos > 0) node.parent = toRank((pos - 1) / 2);
-  for (int k = 0; k < 2; ++k)
-    if (2 * pos + 1 + k < n) node.child[k] = toRank(2 * pos + 1 + k);
-  return node;
-}
-
-Node treeNode(int tree, int rank, int n, int root) {
-  if (tree == 0)
-    return heapNode(rank, n, [&](int r) { return mod(r - root, n); },
-                    [&](int q) { return mod(q + root, n); });
-  return heapNode(rank, n, [&](int r) { return n - 1 - r; }, [&](int q) { return n - 1 - q; });
-}
-
-void up(Primitives& p, const Node& node, size_t o, size_t c) {
+void up(Primitives& p, const TreeNode& node, size_t o, size_t c) {
   const int c1 = node.child[0], c2 = node.child[1];
   if (node.parent < 0) {  // root
     if (c2 >= 0) {
@@ -75,7 +52,7 @@ void up(Primitives& p, const Node& node, size_t o, size_t c) {
   }
 }
 
-void down(Primitives& p, const Node& node, size_t o, size_t c) {
+void down(Primitives& p, const TreeNode& node, size_t o, size_t c) {
   const int c1 = node.child[0], c2 = node.child[1];
   if (node.parent < 0) {
     if (c1 >= 0) p.send(c1, o, c);
@@ -93,7 +70,7 @@ void doubleTreeAllReduce(Primitives& p, const CallShape& s) {
   const int n = s.nranks;
   const size_t half = s.count / 2;
   const Span part[2] = {{0, half}, {half, s.count - half}};
-  const Node node[2] = {treeNode(0, s.rank, n, 0), treeNode(1, s.rank, n, 0)};
+  const TreeNode node[2] = {treeNode(0, s.rank, n, 0), treeNode(1, s.rank, n, 0)};
   auto chunks = [&](int t) { return (part[t].count + s.chunkElems - 1) / s.chunkElems; };
   auto piece = [&](int t, size_t i) {
     size_t o = part[t].offset + i * s.chunkElems;
@@ -109,7 +86,7 @@ void doubleTreeAllReduce(Primitives& p, const CallShape& s) {
 }
 
 void treeBroadcast(Primitives& p, const CallShape& s) {
-  const Node node = treeNode(0, s.rank, s.nranks, s.root);
+  const TreeNode node = treeNode(0, s.rank, s.nranks, s.root);
   if (s.rank == s.root) p.copy(0, 0, s.count);
   if (s.nranks == 1) return;
   for (size_t o = 0; o < s.count; o += s.chunkElems)

@@ -11,6 +11,7 @@
 #include "algorithms/fingerprint.h"
 #include "algorithms/ring.h"
 #include "comm/host_identity.h"
+#include "comm/model_agreement.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -125,6 +126,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.cores = onlineCpus();
   topology.cacheBytes = lastLevelCacheBytes();
   model_ = tune::Model(topology);
+  agreeOnModel(*bootstrap_, rank, nranks, env::get("COIL_ALGO").value_or(""), model_);
+  COIL_INFO(kTune, "rank ", rank, ": cost model from ", rank == 0 ? model_.origin() : "rank 0");
   tune::Algo forced;
   if (!window_ && nranks > 1 && algoOverride_.forced(algo::CollKind::AllReduce, &forced) &&
       forced == tune::Algo::kSlice)

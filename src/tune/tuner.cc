@@ -1,7 +1,10 @@
 #include "tune/tuner.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "core/env.h"
@@ -11,8 +14,6 @@ namespace coil::tune {
 namespace {
 
 using algo::CollKind;
-
-double log2ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n))); }
 
 // Default parameters, fitted to coil_perf medians (2 ranks, float32 sum) on
 // the 2-core reference machine, 2026-11-21 (docs/performance.md has the
@@ -116,31 +117,74 @@ const char* algoName(Algo a) {
 
 Model::Model(const Topology& topology) : topo_(topology) {
   const bool tcp = topo_.transport == "tcp";
-  ring_ = tree_ = tcp ? kTcpFifo : kShmFifo;
-  fifoOneShot_ = tcp ? kTcpOneShot : kShmFifo;
-  windowOneShot_ = kWindowOneShot;
-  slice_ = kWindowSlice;
-  lineTransferUs_ = kWindowOneShot.alphaUs;
+  p_.ring = p_.tree = tcp ? kTcpFifo : kShmFifo;
+  p_.fifoOneShot = tcp ? kTcpOneShot : kShmFifo;
+  p_.windowOneShot = kWindowOneShot;
+  p_.slice = kWindowSlice;
+  p_.lineTransferUs = kWindowOneShot.alphaUs;
+  p_.slicePieceBytes = kSlicePieceBytes;
+  p_.streamFromBytes = kStreamFromBytes;
+  p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
+  origin_ = "built-in defaults";
+  if (auto path = env::get("COIL_TUNE_FILE"); path && !path->empty()) applyTuneFile(*path);
+  // Oversubscription scales whatever the parameters describe (one rank per core).
   if (topo_.cores > 0 && topo_.nranks > topo_.cores) {
     const double share = static_cast<double>(topo_.nranks) / topo_.cores;
-    for (Cost* c : {&ring_, &tree_, &fifoOneShot_, &windowOneShot_, &slice_}) {
-      c->alphaUs += c == &windowOneShot_ || c == &slice_ ? kWindowSwitchUsPerRank * topo_.nranks
-                                                         : kFifoWakeUs;
+    for (Cost* c : {&p_.ring, &p_.tree, &p_.fifoOneShot, &p_.windowOneShot, &p_.slice}) {
+      c->alphaUs += c == &p_.windowOneShot || c == &p_.slice ? kWindowSwitchUsPerRank * topo_.nranks
+                                                             : kFifoWakeUs;
       c->betaUsPerB *= share;
       c->gammaUsPerB *= share;
     }
   }
-  slicePieceBytes_ = kSlicePieceBytes;
-  streamFromBytes_ = kStreamFromBytes;
-  applyOverrides();
+  if (auto spec = env::get("COIL_TUNE"); spec && !spec->empty()) applyTuneEnv(*spec);
+  treeLoad_ = algo::doubleTreeLoad(topo_.nranks);
 }
 
-// Parses "tcp:alpha=20,beta=0.0005;window/slice:piece=262144". Entries for
-// another transport are ignored (one COIL_TUNE can serve every communicator).
-void Model::applyOverrides() {
-  auto spec = env::get("COIL_TUNE");
-  if (!spec) return;
-  std::stringstream entries(*spec);
+void Model::adopt(const ModelParams& params) {
+  p_ = params;
+  last_ = {};
+}
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+}  // namespace
+
+// A calibration file: "TARGET key=value key=value" per line, "#" comments.
+void Model::applyTuneFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(coilInvalidUsage, "COIL_TUNE_FILE=", path, ": cannot open: ", std::strerror(errno));
+  std::string line;
+  bool used = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string target, word;
+    words >> target;
+    std::vector<std::pair<std::string, std::string>> fields;
+    while (words >> word) {
+      auto eq = word.find('=');
+      fields.emplace_back(word.substr(0, eq), eq == std::string::npos ? "" : word.substr(eq + 1));
+    }
+    const std::string where = "COIL_TUNE_FILE=" + path + " line " + std::to_string(number);
+    applyEntry(target, fields, where);
+    const std::string transport = target.substr(0, target.find('/'));
+    used = used || transport == topo_.transport || (transport == "window" && topo_.windowSlotBytes);
+  }
+  if (in.bad()) fail(coilInvalidUsage, "COIL_TUNE_FILE=", path, ": read error");
+  if (used) origin_ = "COIL_TUNE_FILE=" + path;
+}
+
+// COIL_TUNE="tcp:alpha=20,beta=0.0005;window/slice:piece=262144".
+void Model::applyTuneEnv(const std::string& spec) {
+  std::stringstream entries(spec);
   std::string entry;
   while (std::getline(entries, entry, ';')) {
     if (entry.empty()) continue;
@@ -148,62 +192,72 @@ void Model::applyOverrides() {
     if (colon == std::string::npos)
       fail(coilInvalidUsage, "COIL_TUNE: expected TRANSPORT[/ALGORITHM]:key=value,..., got '",
            entry, "'");
-    std::string target = entry.substr(0, colon), transport = target, algorithm;
-    if (auto slash = target.find('/'); slash != std::string::npos) {
-      transport = target.substr(0, slash);
-      algorithm = target.substr(slash + 1);
-    }
-    if (transport != "shm" && transport != "tcp" && transport != "window")
-      fail(coilInvalidUsage, "COIL_TUNE: unknown transport '", transport, "' in '", entry,
-           "' (shm, tcp, window)");
-    Algo a = Algo::kRing;
-    if (!algorithm.empty() && !parseAlgo(algorithm, &a))
-      fail(coilInvalidUsage, "COIL_TUNE: unknown algorithm '", algorithm, "' in '", entry, "'");
-    std::vector<Cost*> costs;
-    if (transport == "window") {
-      if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&windowOneShot_);
-      if (algorithm.empty() || a == Algo::kSlice) costs.push_back(&slice_);
-      if (!algorithm.empty() && costs.empty())
-        fail(coilInvalidUsage, "COIL_TUNE: the window runs oneshot and slice, not '", algorithm, "'");
-    } else if (transport == topo_.transport) {
-      if (algorithm.empty() || a == Algo::kRing) costs.push_back(&ring_);
-      if (algorithm.empty() || a == Algo::kTree) costs.push_back(&tree_);
-      if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&fifoOneShot_);
-    }
-    std::stringstream fields(entry.substr(colon + 1));
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::stringstream list(entry.substr(colon + 1));
     std::string field;
-    while (std::getline(fields, field, ',')) {
+    while (std::getline(list, field, ',')) {
       auto eq = field.find('=');
       if (eq == std::string::npos) fail(coilInvalidUsage, "COIL_TUNE: bad field '", field, "'");
-      const std::string key = field.substr(0, eq);
-      char* end = nullptr;
-      const double value = std::strtod(field.c_str() + eq + 1, &end);
-      if (end == field.c_str() + eq + 1 || *end != '\0' || value < 0)
-        fail(coilInvalidUsage, "COIL_TUNE: '", field, "' needs a non-negative number");
-      if (key == "piece" || key == "stream") {
-        if (!(transport == "window" && a == Algo::kSlice && !algorithm.empty()))
-          fail(coilInvalidUsage, "COIL_TUNE: ", key, "= belongs to window/slice");
-        (key == "piece" ? slicePieceBytes_ : streamFromBytes_) = static_cast<size_t>(value);
-        continue;
-      }
-      if (key != "alpha" && key != "beta" && key != "gamma" && key != "memory")
-        fail(coilInvalidUsage, "COIL_TUNE: unknown parameter '", key,
-             "' (alpha, beta, gamma, memory; piece, stream for window/slice)");
-      for (Cost* c : costs)
-        (key == "alpha"  ? c->alphaUs
-         : key == "beta" ? c->betaUsPerB
-         : key == "gamma" ? c->gammaUsPerB
-                          : c->memoryFactor) = value;
+      fields.emplace_back(field.substr(0, eq), field.substr(eq + 1));
     }
+    applyEntry(entry.substr(0, colon), fields, "COIL_TUNE entry '" + entry + "'");
+  }
+  origin_ += " + COIL_TUNE";
+}
+
+void Model::applyEntry(const std::string& target,
+                       const std::vector<std::pair<std::string, std::string>>& fields,
+                       const std::string& where) {
+  std::string transport = target, algorithm;
+  if (auto slash = target.find('/'); slash != std::string::npos) {
+    transport = target.substr(0, slash);
+    algorithm = target.substr(slash + 1);
+  }
+  if (transport != "shm" && transport != "tcp" && transport != "window")
+    fail(coilInvalidUsage, where, ": unknown transport '", transport, "' (shm, tcp, window)");
+  Algo a = Algo::kRing;
+  if (!algorithm.empty() && !parseAlgo(algorithm, &a))
+    fail(coilInvalidUsage, where, ": unknown algorithm '", algorithm, "'");
+  std::vector<Cost*> costs;
+  if (transport == "window") {
+    if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&p_.windowOneShot);
+    if (algorithm.empty() || a == Algo::kSlice) costs.push_back(&p_.slice);
+    if (!algorithm.empty() && costs.empty())
+      fail(coilInvalidUsage, where, ": the window runs oneshot and slice, not '", algorithm, "'");
+  } else if (transport == topo_.transport) {
+    if (algorithm.empty() || a == Algo::kRing) costs.push_back(&p_.ring);
+    if (algorithm.empty() || a == Algo::kTree) costs.push_back(&p_.tree);
+    if (algorithm.empty() || a == Algo::kOneShot) costs.push_back(&p_.fifoOneShot);
+  }
+  for (const auto& [key, text] : fields) {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(value >= 0))
+      fail(coilInvalidUsage, where, ": '", key, "=", text, "' needs a non-negative number");
+    if (key == "piece" || key == "stream") {
+      if (!(transport == "window" && a == Algo::kSlice && !algorithm.empty()))
+        fail(coilInvalidUsage, where, ": ", key, "= belongs to window/slice");
+      (key == "piece" ? p_.slicePieceBytes : p_.streamFromBytes) = static_cast<uint64_t>(value);
+      continue;
+    }
+    double Cost::*member = key == "alpha" || key == "alpha_us"                ? &Cost::alphaUs
+                           : key == "beta" || key == "beta_us_per_byte"       ? &Cost::betaUsPerB
+                           : key == "gamma" || key == "gamma_us_per_byte"     ? &Cost::gammaUsPerB
+                           : key == "memory" || key == "memory_factor"        ? &Cost::memoryFactor
+                                                                             : nullptr;
+    if (member == nullptr)
+      fail(coilInvalidUsage, where, ": unknown parameter '", key,
+           "' (alpha, beta, gamma, memory; piece, stream for window/slice)");
+    for (Cost* c : costs) c->*member = value;
   }
 }
 
 const Cost& Model::cost(Algo algorithm) const {
   switch (algorithm) {
-    case Algo::kTree: return tree_;
-    case Algo::kOneShot: return oneShotUsesWindow() ? windowOneShot_ : fifoOneShot_;
-    case Algo::kSlice: return slice_;
-    default: return ring_;
+    case Algo::kTree: return p_.tree;
+    case Algo::kOneShot: return oneShotUsesWindow() ? p_.windowOneShot : p_.fifoOneShot;
+    case Algo::kSlice: return p_.slice;
+    default: return p_.ring;
   }
 }
 
@@ -245,8 +299,7 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
   const double C = std::max<double>(1, static_cast<double>(topo_.chunkBytes));
   Cost m = cost(a);
   if (topo_.nranks == 1) return S * m.betaUsPerB;  // a local copy
-  const size_t cache = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
-  if (bytes > cache / (4 * static_cast<size_t>(topo_.nranks))) {
+  if (bytes > p_.cacheBytes / (4 * static_cast<uint64_t>(topo_.nranks))) {
     m.betaUsPerB *= m.memoryFactor;
     m.gammaUsPerB *= m.memoryFactor;
   }
@@ -259,23 +312,26 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
           double rounds = std::max(1.0, std::ceil(S / (N * C)));
           return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerB + f * S * m.gammaUsPerB;
         }
-        case Algo::kTree: {  // double binary tree: log depth, pipelined chunks, ~2S sent per rank
+        case Algo::kTree: {
+          // Double binary tree: 2·depth hops to fill and drain the pipeline,
+          // then per chunk of each half one hand-off up and one down; the
+          // bandwidth terms are the busiest rank's load (tree_shape.h).
           double chunks = std::max(1.0, std::ceil(S / (2 * C)));
-          return (2 * log2ceil(topo_.nranks) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB +
-                 S * m.gammaUsPerB;
+          return (2 * treeLoad_.depth + 2 * chunks) * m.alphaUs +
+                 treeLoad_.sentPerByte * S * m.betaUsPerB + treeLoad_.reducedPerByte * S * m.gammaUsPerB;
         }
         case Algo::kOneShot:
           // Window: copy in once, then reduce all n inputs; beyond the inline
           // lines the data follows its flag (one more transfer, ~α). FIFOs:
           // the whole input goes to each of the n-1 peers over this rank's link.
           if (oneShotUsesWindow())
-            return m.alphaUs + (bytes > topo_.windowInlineBytes ? lineTransferUs_ : 0.0) +
+            return m.alphaUs + (bytes > topo_.windowInlineBytes ? p_.lineTransferUs : 0.0) +
                    S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
           return m.alphaUs + (N - 1) * S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
         case Algo::kSlice: {
           // Two handshakes per piece; (n-1)/n·S copied in, S/n + (n-1)/n·S
           // copied out, (n-1)/n·S reduced.
-          double pieces = std::max(1.0, std::ceil(S / static_cast<double>(slicePieceBytes_)));
+          double pieces = std::max(1.0, std::ceil(S / static_cast<double>(std::max<uint64_t>(1, p_.slicePieceBytes))));
           return 2 * pieces * m.alphaUs + (2 * N - 1) / N * S * m.betaUsPerB + f * S * m.gammaUsPerB;
         }
         default: break;
@@ -284,7 +340,7 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
     case CollKind::Broadcast: {
       double chunks = std::max(1.0, std::ceil(S / C));
       if (a == Algo::kRing) return (N - 1 + chunks - 1) * (m.alphaUs + C * m.betaUsPerB);
-      return (log2ceil(topo_.nranks) + chunks) * m.alphaUs + 2 * S * m.betaUsPerB;  // a parent sends twice
+      return (treeLoad_.depth + chunks) * m.alphaUs + 2 * S * m.betaUsPerB;  // a parent sends twice
     }
     case CollKind::Reduce: {
       double chunks = std::max(1.0, std::ceil(S / C));

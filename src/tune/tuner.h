@@ -10,16 +10,21 @@
 // parameters of the slowest transport the communicator uses; the window
 // algorithms (one-shot and slice over a shared-memory window) their own.
 // Defaults were measured on the reference machine with coil_perf
-// (docs/performance.md); COIL_TUNE overrides any of them and COIL_ALGO
-// forces an algorithm.
+// (docs/performance.md). A calibration file (COIL_TUNE_FILE, written by
+// `coil_perf --calibrate`) replaces them, COIL_TUNE overrides any of them,
+// and COIL_ALGO forces an algorithm. The ranks of a communicator all use
+// rank 0's parameters (ModelParams), so they always choose alike.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/fingerprint.h"
+#include "algorithms/tree_shape.h"
 
 namespace coil::tune {
 
@@ -52,6 +57,16 @@ struct Topology {
   size_t cacheBytes = 0;          // last-level cache; 0 = unknown (8 MiB assumed)
 };
 
+/// Every number a prediction uses besides the topology. Trivially copyable:
+/// a communicator's ranks exchange it at init and all adopt rank 0's.
+struct ModelParams {
+  Cost ring, tree, fifoOneShot, windowOneShot, slice;
+  double lineTransferUs;     // one cache-line transfer between cores (window one-shot)
+  uint64_t slicePieceBytes;  // window slice: bytes per piece
+  uint64_t streamFromBytes;  // window slice: streaming stores from this size on
+  uint64_t cacheBytes;       // the last-level cache the memory factor refers to
+};
+
 struct Prediction {
   Algo algorithm;
   double microseconds;
@@ -71,19 +86,31 @@ class AlgorithmOverride;
 class Model {
  public:
   Model() = default;
-  /// Defaults for the topology's transport, then COIL_TUNE overrides:
+  /// Defaults for the topology's transport, then the lines of the file
+  /// named by COIL_TUNE_FILE, then COIL_TUNE. Both name a TARGET and set
+  /// parameters:
   ///   COIL_TUNE="tcp:alpha=20,beta=0.0005;window/slice:beta=0.00005"
-  /// "T:" sets the FIFO algorithms of transport T (ring, tree, oneshot),
-  /// "T/A:" one algorithm: T is shm, tcp or window; A an algorithm name.
-  /// A "window/slice:" entry also takes piece=BYTES and stream=BYTES (the
-  /// message size from which the output is written with streaming stores);
-  /// any entry takes memory=FACTOR (Cost::memoryFactor).
-  /// Throws coilInvalidUsage naming a bad entry.
+  ///   COIL_TUNE_FILE lines:  "shm alpha_us=0.9 beta_us_per_byte=6.7e-05"
+  ///                          ("#" starts a comment line)
+  /// TARGET "T" sets the FIFO algorithms of transport T (ring, tree,
+  /// oneshot), "T/A" one algorithm: T is shm, tcp or window; A an algorithm
+  /// name. Keys: alpha (or alpha_us), beta (beta_us_per_byte), gamma
+  /// (gamma_us_per_byte), memory (memory_factor: Cost::memoryFactor); a
+  /// "window/slice" target also takes piece=BYTES and stream=BYTES (the
+  /// message size from which the output is written with streaming stores).
+  /// Entries for another transport are ignored. Throws coilInvalidUsage
+  /// naming a bad entry, or a file that cannot be read.
   explicit Model(const Topology& topology);
 
   const Topology& topology() const { return topo_; }
   /// The parameters used for `algorithm` on this topology.
   const Cost& cost(Algo algorithm) const;
+  /// All parameters, and replacing them (with another rank's).
+  const ModelParams& params() const { return p_; }
+  void adopt(const ModelParams& params);
+  /// Where the parameters came from: "built-in defaults", plus the file and
+  /// COIL_TUNE when they applied (for the INFO log).
+  const std::string& origin() const { return origin_; }
   /// True when `algorithm` implements `kind` and can run a call of `bytes`
   /// (the per-rank buffer) here: slice needs a window, one-shot a slot
   /// (window slot or FIFO slot) that holds the whole message.
@@ -95,13 +122,18 @@ class Model {
   bool oneShotUsesWindow() const { return topo_.windowSlotBytes != 0; }
   /// Slice all-reduce: bytes per piece, and the message size from which it
   /// writes its output with streaming stores.
-  size_t slicePieceBytes() const { return slicePieceBytes_; }
-  size_t streamFromBytes() const { return streamFromBytes_; }
+  size_t slicePieceBytes() const { return p_.slicePieceBytes; }
+  size_t streamFromBytes() const { return p_.streamFromBytes; }
 
  private:
   friend Choice choose(const Model&, algo::CollKind, size_t, const AlgorithmOverride&,
                        std::vector<Prediction>*);
-  void applyOverrides();
+  void applyTuneFile(const std::string& path);
+  void applyTuneEnv(const std::string& spec);
+  // One TARGET with its key=value fields; `where` names the source in errors.
+  void applyEntry(const std::string& target,
+                  const std::vector<std::pair<std::string, std::string>>& fields,
+                  const std::string& where);
   // The last choice (without predictions): a training loop or a benchmark
   // repeats the same size, and choose() then costs one comparison.
   struct LastChoice {
@@ -112,10 +144,9 @@ class Model {
   };
   mutable LastChoice last_;
   Topology topo_{};
-  Cost ring_{}, tree_{}, fifoOneShot_{}, windowOneShot_{}, slice_{};
-  double lineTransferUs_ = 0;  // one cache-line transfer between cores (window one-shot)
-  size_t slicePieceBytes_ = 0;
-  size_t streamFromBytes_ = 0;
+  ModelParams p_{};
+  algo::TreeLoad treeLoad_{};
+  std::string origin_;
 };
 
 /// The algorithms coil has for a collective, in preference order for ties.

@@ -130,23 +130,43 @@ TEST_P(DirectFaults, AbortUnblocksWithin100ms) {
 
 INSTANTIATE_TEST_SUITE_P(Forced, DirectFaults, ::testing::ValuesIn(kCases), caseName);
 
-// Ranks that force different window algorithms would read each other's
-// slots wrongly; the slot stamp names the disagreement instead.
+// Ranks that force different algorithms would run schedules that do not
+// meet: the communicator refuses to start, naming both values.
 TEST(DirectMismatch, DifferentCoilAlgoOnTheRanksIsNamed) {
   runRanksRaw({2, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
     ScopedEnv algo("COIL_ALGO", rank == 0 ? "allreduce:oneshot" : "allreduce:slice");
-    coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
-    ASSERT_NE(comm, nullptr);
-    std::vector<float> x(4096, 1.0f);
+    coilConfig_t config = COIL_CONFIG_INITIALIZER;
+    config.timeoutMs = 20000;
+    coilComm_t comm = nullptr;
     auto t0 = Clock::now();
-    coilResult_t rc = coilAllReduce(x.data(), x.data(), x.size(), coilFloat, coilSum, comm, nullptr);
-    EXPECT_NE(rc, coilSuccess);
-    EXPECT_NE(rc, coilTimeout) << "should be detected, not timed out";
+    coilResult_t rc = coilCommInitRankConfig(&comm, 2, id, rank, &config);
+    EXPECT_EQ(rc, coilInvalidUsage);
     EXPECT_LT(secondsSince(t0), 10.0);
     std::string msg = coilGetLastError(comm);
-    EXPECT_TRUE(msg.find("COIL_ALGO") != std::string::npos ||
-                msg.find("closed its connection") != std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("COIL_ALGO differs between ranks"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("allreduce:oneshot"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("allreduce:slice"), std::string::npos) << msg;
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// Ranks whose cost models differ (here: one rank's COIL_TUNE makes slice
+// ruinously dear) still choose alike, because they all use rank 0's
+// parameters; a choice that differed would fail or hang this all-reduce.
+TEST(DirectMismatch, DifferentTuningOnTheRanksStillAgrees) {
+  runRanksRaw({2, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    ScopedEnv tune("COIL_TUNE", rank == 0 ? "window/oneshot:alpha=1000000"
+                                          : "window/slice:alpha=1000000");
+    coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
+    ASSERT_NE(comm, nullptr);
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{100003}}) {
+      std::vector<float> x(count);
+      for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>((i % 97) + rank);
+      ASSERT_EQ(coilAllReduce(x.data(), x.data(), count, coilFloat, coilSum, comm, nullptr),
+                coilSuccess) << coilGetLastError(comm);
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(x[i], static_cast<float>(2 * (i % 97) + 1)) << "count " << count << " at " << i;
+    }
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
 }

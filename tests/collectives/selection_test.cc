@@ -3,7 +3,11 @@
 // COIL_TUNE handling, and the spin advisor's learning. Pure logic: no ranks.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,11 +20,30 @@ namespace {
 
 using algo::CollKind;
 
-// COIL_TUNE for one test (the model reads it at construction).
+// COIL_TUNE (or another variable) for one test: the model reads it at construction.
 class ScopedTune {
  public:
-  explicit ScopedTune(const char* value) { setenv("COIL_TUNE", value, 1); }
-  ~ScopedTune() { unsetenv("COIL_TUNE"); }
+  explicit ScopedTune(const char* value, const char* name = "COIL_TUNE") : name_(name) {
+    setenv(name, value, 1);
+  }
+  ~ScopedTune() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// A calibration file with `text`, removed at the end of the test.
+class TuneFile {
+ public:
+  explicit TuneFile(const std::string& text)
+      : path_(::testing::TempDir() + "coil_tune_" + std::to_string(getpid()) + ".txt") {
+    std::ofstream(path_) << text;
+  }
+  ~TuneFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 Topology shmWindow(int n) {
@@ -173,6 +196,101 @@ TEST(Selection, CoilTuneOverridesOneAlgorithmOrATransport) {
     ScopedTune t(bad);
     EXPECT_THROW(Model m(shmWindow(2)), Error) << bad;
   }
+}
+
+// The file `coil_perf --calibrate` writes: its transport's line sets the
+// FIFO algorithms; other transports' lines are ignored; COIL_TUNE still wins.
+TEST(Selection, CalibrationFileSetsTheTransportsParameters) {
+  TuneFile file(
+      "# coil calibration, 2026-11-21 20:40:12 UTC, vm, nranks=2\n"
+      "shm alpha_us=0.884 beta_us_per_byte=6.73e-05 gamma_us_per_byte=0.000189\n"
+      "\n"
+      "# coil calibration, 2026-11-21 20:41:00 UTC, vm, nranks=2\n"
+      "tcp alpha_us=60 beta_us_per_byte=0.000578 gamma_us_per_byte=0 memory_factor=1\n"
+      "window/slice alpha_us=0.5 piece=262144\n");
+  ScopedTune path(file.path().c_str(), "COIL_TUNE_FILE");
+  {
+    Model m(tcp(2));
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).alphaUs, 60.0);
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).betaUsPerB, 0.000578);
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).gammaUsPerB, 0.0);
+    EXPECT_NE(m.origin().find(file.path()), std::string::npos) << m.origin();
+  }
+  {
+    Model m(shmWindow(2));
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).alphaUs, 0.884);
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).gammaUsPerB, 0.000189);
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kSlice).alphaUs, 0.5);
+    EXPECT_EQ(m.slicePieceBytes(), 262144u);
+  }
+  {
+    ScopedTune t("shm/tree:alpha=7");
+    Model m(shmWindow(2));
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).alphaUs, 7.0) << "COIL_TUNE is applied after the file";
+    EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).alphaUs, 0.884);
+  }
+}
+
+TEST(Selection, CalibrationFileChangesTheChoice) {
+  Model defaults(tcp(4));
+  EXPECT_EQ(pick(defaults, 64 << 20), Algo::kRing);
+  TuneFile file("tcp alpha_us=1 beta_us_per_byte=0.001\ntcp/tree beta_us_per_byte=0.00001\n");
+  ScopedTune path(file.path().c_str(), "COIL_TUNE_FILE");
+  EXPECT_EQ(pick(Model(tcp(4)), 64 << 20), Algo::kTree) << "the file made the tree's links cheap";
+}
+
+TEST(Selection, BadCalibrationFilesAreNamed) {
+  {
+    ScopedTune path("/nonexistent/coil-tune.txt", "COIL_TUNE_FILE");
+    try {
+      Model m(shmWindow(2));
+      ADD_FAILURE() << "a missing file must fail";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("/nonexistent/coil-tune.txt"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* text : {"shm alpha_us=abc\n", "shm alpha_us\n", "ib alpha_us=1\n",
+                           "shm/fastest alpha_us=1\n", "shm delta=1\n", "shm alpha_us=-1\n"}) {
+    TuneFile file(std::string("# header\n") + text);
+    ScopedTune path(file.path().c_str(), "COIL_TUNE_FILE");
+    try {
+      Model m(shmWindow(2));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The tree's bandwidth term is the busiest rank's load, counted from the
+// real tree shape (tree_shape.h) by an independent walk here.
+TEST(Selection, TreeLoadFollowsTheShape) {
+  EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(2).sentPerByte, 1.0) << "two ranks: as the ring";
+  EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(2).reducedPerByte, 0.5);
+  EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(3).sentPerByte, 1.5);
+  EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(3).reducedPerByte, 1.0);
+  EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(8).sentPerByte, 2.0);
+  for (int n = 2; n <= 64; ++n) {
+    // Edges of every rank, from the parent links alone: each non-root
+    // position has exactly one parent, in each tree.
+    std::vector<int> edges(n, 0);
+    for (int t = 0; t < 2; ++t)
+      for (int r = 0; r < n; ++r) {
+        const algo::TreeNode node = algo::treeNode(t, r, n, 0);
+        if (node.parent >= 0) ++edges[r], ++edges[node.parent];
+      }
+    int most = 0;
+    for (int e : edges) most = std::max(most, e);
+    EXPECT_DOUBLE_EQ(algo::doubleTreeLoad(n).sentPerByte, most / 2.0) << n;
+    EXPECT_LE(algo::doubleTreeLoad(n).sentPerByte, 2.0) << n;
+  }
+  // And the model charges it: with two ranks, ring and tree move the same bytes.
+  Topology t = tcp(2);
+  t.chunkBytes = 1 << 30;  // one chunk: only the bandwidth terms differ
+  ScopedTune a("tcp:alpha=0");
+  Model m(t);
+  EXPECT_DOUBLE_EQ(m.predictUs(CollKind::AllReduce, Algo::kTree, 64 << 20),
+                   m.predictUs(CollKind::AllReduce, Algo::kRing, 64 << 20));
 }
 
 TEST(SpinAdvisor, DisabledNeverPolls) {
