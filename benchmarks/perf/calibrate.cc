@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "coil_calls.h"
+#include "core/cpu_cache.h"  // header-only: the cache size the tuner uses
 #include "expect.h"
 #include "model_fit.h"
 #include "predict.h"
@@ -209,7 +210,15 @@ void printFit(const char* title, const std::vector<Timed>& timed, Predict predic
   }
 }
 
-ModelParams calibrate(Bench& b, coilComm_t comm, const std::string& transport, size_t chunk) {
+// The cache the tuner assumes when sysfs does not tell (src/tune/tuner.cc).
+constexpr size_t kAssumedCacheBytes = size_t{8} << 20;
+
+size_t machineCacheBytes() {
+  const size_t bytes = coil::lastLevelCacheBytes();
+  return bytes != 0 ? bytes : kAssumedCacheBytes;
+}
+
+Calibration calibrate(Bench& b, coilComm_t comm, const std::string& transport, size_t chunk) {
   if (b.printer) {
     std::printf(
         "# Calibration of transport %s, %d ranks: %d repetitions of %d+%d calls per size;"
@@ -218,33 +227,65 @@ ModelParams calibrate(Bench& b, coilComm_t comm, const std::string& transport, s
   }
   const std::vector<Timed> gather =
       b.timeAll(Collective::AllGather, b.sizes(Collective::AllGather, 0), comm);
-  ModelParams m = fitAllGather(bestOf(gather), b.nranks);
-
-  std::vector<Timed> ring;
+  std::vector<Timed> ring, tree;
+  std::vector<size_t> sizes = b.sizes(Collective::AllReduce, kGammaFromBytes);
+  if (sizes.empty()) sizes = {b.opts.maxBytes};  // -e below 256 KiB: the largest size only
   {
     ForcedAlgoComm ringComm(comm, b.rank, "allreduce:ring");
-    std::vector<size_t> sizes = b.sizes(Collective::AllReduce, kGammaFromBytes);
-    if (sizes.empty()) sizes = {b.opts.maxBytes};  // -e below 256 KiB: the largest size only
     ring = b.timeAll(Collective::AllReduce, sizes, ringComm.get());
   }
-  double rawGamma = 0;
-  m.gammaUsPerByte = fitRingGamma(bestOf(ring), b.nranks, m, chunk, &rawGamma);
-  if (!b.printer) return m;
+  {
+    ForcedAlgoComm treeComm(comm, b.rank, "allreduce:tree");
+    tree = b.timeAll(Collective::AllReduce, sizes, treeComm.get());
+  }
 
-  printFit("in-place all-gather (ring): T = (n-1)*alpha + (n-1)/n*S*beta", gather,
+  // α, β, γ and the tree's β from the sizes whose buffers stay in the cache
+  // (all sizes where fewer would remain than a fit needs); then, per
+  // algorithm, the factor by which memory slows the sizes beyond it.
+  ModelParams probe;
+  probe.cacheBytes = machineCacheBytes();
+  probe.memoryFactor = 2;
+  auto inCache = [&](const std::vector<Timed>& timed, size_t needed) {
+    std::vector<Sample> kept;
+    for (const Sample& s : bestOf(timed))
+      if (memoryScale(probe, b.nranks, s.bytes) == 1.0) kept.push_back(s);
+    return kept.size() >= needed ? kept : bestOf(timed);
+  };
+  ModelParams m = fitAllGather(inCache(gather, 2), b.nranks);
+  m.cacheBytes = probe.cacheBytes;
+  double rawGamma = 0;
+  m.gammaUsPerByte = fitRingGamma(inCache(ring, 1), b.nranks, m, chunk, &rawGamma);
+  Calibration c{m, m};
+  c.tree.betaUsPerByte = fitTreeBeta(inCache(tree, 1), b.nranks, m, chunk);
+  c.ring.memoryFactor = fitMemoryFactor(bestOf(ring), b.nranks, c.ring, [&](const ModelParams& p, double S) {
+    return predictRingAllReduceUs(p, b.nranks, S, chunk);
+  });
+  c.tree.memoryFactor = fitMemoryFactor(bestOf(tree), b.nranks, c.tree, [&](const ModelParams& p, double S) {
+    return predictTreeAllReduceUs(p, b.nranks, S, chunk);
+  });
+  m = c.ring;
+  if (!b.printer) return c;
+
+  std::printf("# last-level cache %zu KiB: beta and gamma x memory_factor from %zu B per rank\n#\n",
+              m.cacheBytes >> 10, m.cacheBytes / (4 * static_cast<size_t>(b.nranks)));
+  printFit("in-place all-gather (ring): T = (n-1)*alpha + k*(n-1)/n*S*beta, k the ring's", gather,
            [&](double S) { return predictAllGatherUs(m, b.nranks, S); });
   const std::string ringTitle =
       "in-place all-reduce ring (COIL_ALGO=allreduce:ring): T = 2(n-1)*rounds*alpha + "
-      "2(n-1)/n*S*beta"
-      " + (n-1)/n*S*gamma,\n#   rounds = ceil(S / (n*chunk)), chunk " +
+      "k*(2(n-1)/n*S*beta + (n-1)/n*S*gamma),\n#   rounds = ceil(S / (n*chunk)), chunk " +
       std::to_string(chunk) + " B (estimated)";
   std::printf("#\n");
   printFit(ringTitle.c_str(), ring,
            [&](double S) { return predictRingAllReduceUs(m, b.nranks, S, chunk); });
+  std::printf("#\n");
+  printFit("in-place all-reduce tree (COIL_ALGO=allreduce:tree): T = (2*depth + 2*(chunks-1))*alpha"
+           " + k*(L*S*beta + R*S*gamma),\n#   its own beta and k; alpha and gamma the ring's", tree,
+           [&](double S) { return predictTreeAllReduceUs(c.tree, b.nranks, S, chunk); });
   std::printf(
-      "#\n# fitted: alpha %.3f us, beta %.4g us/B (%.2f GB/s), gamma %.4g us/B (%.2f GB/s)\n",
+      "#\n# fitted: alpha %.3f us, beta %.4g us/B (%.2f GB/s), gamma %.4g us/B (%.2f GB/s),"
+      " memory factor %.2f;\n#   tree: beta %.4g us/B, memory factor %.2f\n",
       m.alphaUs, m.betaUsPerByte, gbPerS(m.betaUsPerByte), m.gammaUsPerByte,
-      gbPerS(m.gammaUsPerByte));
+      gbPerS(m.gammaUsPerByte), m.memoryFactor, c.tree.betaUsPerByte, c.tree.memoryFactor);
   if (rawGamma < 0) {
     std::printf(
         "# note: the ring all-reduce ran faster than alpha and beta alone predict (gamma"
@@ -252,11 +293,11 @@ ModelParams calibrate(Bench& b, coilComm_t comm, const std::string& transport, s
         " than the all-reduce ring here.\n",
         rawGamma);
   }
-  return m;
+  return c;
 }
 
 void predict(Bench& b, coilComm_t comm, const std::string& transport, size_t chunk,
-             const ModelParams& m) {
+             const Calibration& c) {
   const std::vector<size_t> sizes = b.sizes(Collective::AllReduce, 0);
   std::vector<Timed> ring, tree;
   {
@@ -268,18 +309,21 @@ void predict(Bench& b, coilComm_t comm, const std::string& transport, size_t chu
     tree = b.timeAll(Collective::AllReduce, sizes, treeComm.get());
   }
   if (!b.printer) return;
+  std::string model = calibrationLines(transport, c);
+  for (size_t at = model.find('\n'); at != std::string::npos; at = model.find('\n', at + 1))
+    model.replace(at, 1, "\n#        ");
   std::printf(
       "#\n# Predicted vs measured in-place all-reduce (float sum): transport %s, %d ranks, "
       "chunk %zu B (estimated);\n# best and median of %d repetitions of %d+%d calls; model: %s\n",
       transport.c_str(), b.nranks, chunk, kRepetitions, b.opts.warmup, b.opts.iters,
-      calibrationLine(transport, m).c_str());
+      model.c_str());
   std::printf("# %10s | %10s %10s %10s %7s | %10s %10s %10s %7s | %5s %6s\n", "size(B)",
               "ring best", "median", "model", "err(%)", "tree best", "median", "model", "err(%)",
               "model", "faster");
   for (size_t i = 0; i < ring.size() && i < tree.size(); ++i) {
     const double S = ring[i].best.bytes;
-    const double pr = predictRingAllReduceUs(m, b.nranks, S, chunk);
-    const double pt = predictTreeAllReduceUs(m, b.nranks, S, chunk);
+    const double pr = predictRingAllReduceUs(c.ring, b.nranks, S, chunk);
+    const double pt = predictTreeAllReduceUs(c.tree, b.nranks, S, chunk);
     const double r = ring[i].best.us, t = tree[i].best.us;
     std::printf("  %10.0f | %10.2f %10.2f %10.2f %7.1f | %10.2f %10.2f %10.2f %7.1f | %5s %6s\n", S,
                 r, ring[i].medianUs, pr, errorPercent(pr, r), t, tree[i].medianUs, pt,
@@ -299,7 +343,7 @@ void runModelTools(const Options& opts, const Participant& self,
   const size_t chunk = estimatedChunkBytes(transport);
   Bench bench{opts, self.rank(), n, Buffer(opts.maxBytes), printer};
 
-  ModelParams model;
+  Calibration model;
   if (!opts.calibratePath.empty()) {
     model = calibrate(bench, comm, transport, chunk);
     std::string error;
@@ -309,7 +353,7 @@ void runModelTools(const Options& opts, const Participant& self,
         gethostname(host, sizeof(host) - 1);
         writeCalibrationFile(opts.calibratePath, transport, model, n, host, today());
         std::printf("# wrote %s:\n%s\n", opts.calibratePath.c_str(),
-                    calibrationLine(transport, model).c_str());
+                    calibrationLines(transport, model).c_str());
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -321,6 +365,7 @@ void runModelTools(const Options& opts, const Participant& self,
     if (!opts.modelPath.empty() && printer) {
       try {
         model = readCalibrationFile(opts.modelPath, transport);
+        model.ring.cacheBytes = model.tree.cacheBytes = machineCacheBytes();
       } catch (const std::exception& e) {
         error = e.what();
       }

@@ -187,10 +187,10 @@ TEST(Predict, MirrorsTheTunersFormulas) {
   EXPECT_NEAR(predictRingAllReduceUs(m, 4, S, C), 60 + 2097.152 + 786.432, 1e-6);
   // tree, 4 ranks: chunks = ceil(8 MiB / 2 MiB) = 4, depth 2; every rank has 3
   // tree edges (sends 1.5 S) and the busiest reduces 2 children's halves (S)
-  // -> (2*2 + 2*4)*5 + 1.5*S/6000 + S/8000
-  EXPECT_NEAR(predictTreeAllReduceUs(m, 4, S, C), 60 + 1.5 * S / 6000 + S / 8000, 1e-6);
-  // 2 ranks: one edge per tree, as the ring's bytes: (2 + 2*4)*5 + S/6000 + S/2/8000
-  EXPECT_NEAR(predictTreeAllReduceUs(m, 2, S, C), 50 + S / 6000 + S / 2 / 8000, 1e-6);
+  // -> (2*2 + 2*3)*5 + 1.5*S/6000 + S/8000
+  EXPECT_NEAR(predictTreeAllReduceUs(m, 4, S, C), 50 + 1.5 * S / 6000 + S / 8000, 1e-6);
+  // 2 ranks: one edge per tree, as the ring's bytes: (2 + 2*3)*5 + S/6000 + S/2/8000
+  EXPECT_NEAR(predictTreeAllReduceUs(m, 2, S, C), 40 + S / 6000 + S / 2 / 8000, 1e-6);
   EXPECT_NEAR(predictAllGatherUs(m, 4, S), 15 + 0.75 * S / 6000, 1e-6);
   EXPECT_NEAR(predictRingAllReduceUs(m, 1, S, C), S / 6000, 1e-9);
   EXPECT_NEAR(predictRingAllReduceUs(m, 2, 8, C), 2 * 5 + 8.0 / 6000 + 4.0 / 8000, 1e-12);
@@ -241,29 +241,72 @@ TEST(Fit, ClampsNegativeSolutionsAndRejectsTooLittleData) {
   EXPECT_LT(unclamped, 0.0);
 }
 
+TEST(Fit, RecoversTheMemoryFactorAndTheTreesBeta) {
+  const ModelParams truth{7.5, 1.0 / 5000.0, 1.0 / 9000.0, 2.5, size_t{32} << 20};
+  const size_t chunk = 1 << 20;
+  for (int n : {2, 3, 8}) {
+    ModelParams tree = truth;
+    tree.betaUsPerByte = 1.0 / 3000.0;
+    tree.memoryFactor = 1.7;
+    std::vector<Sample> rings, inCache, trees;
+    for (double S = 256 << 10; S <= (256 << 20); S *= 2) {
+      rings.push_back({S, predictRingAllReduceUs(truth, n, S, chunk)});
+      trees.push_back({S, predictTreeAllReduceUs(tree, n, S, chunk)});
+      if (memoryScale(truth, n, S) == 1.0) inCache.push_back(trees.back());
+    }
+    ASSERT_LT(inCache.size(), trees.size()) << "some sizes must be beyond the cache";
+    ModelParams fit = truth;
+    fit.memoryFactor = 1;
+    auto ringAt = [&](const ModelParams& p, double S) { return predictRingAllReduceUs(p, n, S, chunk); };
+    auto treeAt = [&](const ModelParams& p, double S) { return predictTreeAllReduceUs(p, n, S, chunk); };
+    EXPECT_NEAR(fitMemoryFactor(rings, n, fit, ringAt), 2.5, 1e-6);
+    EXPECT_NEAR(fitTreeBeta(inCache, n, fit, chunk) * 3000.0, 1.0, 1e-6);
+    fit.betaUsPerByte = tree.betaUsPerByte;
+    EXPECT_NEAR(fitMemoryFactor(trees, n, fit, treeAt), 1.7, 1e-6);
+  }
+  ModelParams noCache = truth;
+  noCache.cacheBytes = 0;
+  EXPECT_EQ(fitMemoryFactor({{1e9, 1e6}}, 2, noCache,
+                            [](const ModelParams& p, double S) { return S * p.betaUsPerByte; }),
+            1.0)
+      << "no cache size: no factor";
+}
+
 TEST(CalibrationFile, WritesMergesAndReadsBack) {
   const std::string path = ::testing::TempDir() + "coil_perf_calibration_test.txt";
   std::remove(path.c_str());
-  writeCalibrationFile(path, "shm", {5.25, 0.000166667, 0.000125}, 2, "hostA", "2024-01-02");
-  writeCalibrationFile(path, "tcp", {25, 0.00066, 0.0001}, 4, "hostB", "2024-01-03");
-  writeCalibrationFile(path, "shm", {4.5, 0.0002, 0.0001}, 2, "hostC", "2024-01-04");
+  const ModelParams shmA{5.25, 0.000166667, 0.000125, 1.5};
+  const ModelParams shmB{4.5, 0.0002, 0.0001, 3};
+  ModelParams shmBTree = shmB;
+  shmBTree.betaUsPerByte = 0.0003;
+  writeCalibrationFile(path, "shm", {shmA, shmA}, 2, "hostA", "2024-01-02");
+  writeCalibrationFile(path, "tcp", {{25, 0.00066, 0.0001}, {25, 0.00066, 0.0001}}, 4, "hostB",
+                       "2024-01-03");
+  writeCalibrationFile(path, "shm", {shmA, shmBTree}, 2, "hostA", "2024-01-03");
+  writeCalibrationFile(path, "shm", {shmB, shmBTree}, 2, "hostC", "2024-01-04");
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(),
             "# coil calibration, 2024-01-03, hostB, nranks=4\n"
-            "tcp alpha_us=25 beta_us_per_byte=0.00066 gamma_us_per_byte=0.0001\n"
+            "tcp alpha_us=25 beta_us_per_byte=0.00066 gamma_us_per_byte=0.0001 memory_factor=1\n"
             "# coil calibration, 2024-01-04, hostC, nranks=2\n"
-            "shm alpha_us=4.5 beta_us_per_byte=0.0002 gamma_us_per_byte=0.0001\n");
-  const ModelParams shm = readCalibrationFile(path, "shm");
-  EXPECT_DOUBLE_EQ(shm.alphaUs, 4.5);
-  EXPECT_DOUBLE_EQ(shm.betaUsPerByte, 0.0002);
-  EXPECT_DOUBLE_EQ(readCalibrationFile(path, "tcp").alphaUs, 25);
+            "shm alpha_us=4.5 beta_us_per_byte=0.0002 gamma_us_per_byte=0.0001 memory_factor=3\n"
+            "shm/tree beta_us_per_byte=0.0003 memory_factor=3\n");
+  const Calibration shm = readCalibrationFile(path, "shm");
+  EXPECT_DOUBLE_EQ(shm.ring.alphaUs, 4.5);
+  EXPECT_DOUBLE_EQ(shm.ring.betaUsPerByte, 0.0002);
+  EXPECT_DOUBLE_EQ(shm.ring.memoryFactor, 3);
+  EXPECT_DOUBLE_EQ(shm.tree.betaUsPerByte, 0.0003);
+  EXPECT_DOUBLE_EQ(shm.tree.alphaUs, 4.5);
+  EXPECT_DOUBLE_EQ(readCalibrationFile(path, "tcp").ring.alphaUs, 25);
+  EXPECT_DOUBLE_EQ(readCalibrationFile(path, "tcp").tree.betaUsPerByte, 0.00066);
   EXPECT_THROW(readCalibrationFile(path, "ib"), std::runtime_error);
   for (const char* bad : {"shm alpha_us=1 beta_us_per_byte=2\n",
                           "shm alpha_us=1 beta_us_per_byte=x gamma_us_per_byte=1\n",
                           "shm alpha_us=-1 beta_us_per_byte=1 gamma_us_per_byte=1\n",
-                          "shm alpha=1 beta_us_per_byte=1 gamma_us_per_byte=1\n"}) {
+                          "shm alpha=1 beta_us_per_byte=1 gamma_us_per_byte=1\n",
+                          "shm/tree alpha_us=1\n"}) {
     std::ofstream(path) << "# comment\n" << bad;
     EXPECT_THROW(readCalibrationFile(path, "shm"), std::runtime_error) << bad;
   }

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "algorithms/tree_shape.h"
+
 namespace coil_perf {
 namespace {
 
@@ -62,6 +64,43 @@ ModelParams fitAllGather(const std::vector<Sample>& samples, int nranks) {
   return m;
 }
 
+double fitMemoryFactor(const std::vector<Sample>& samples, int nranks, const ModelParams& m,
+                       const Predictor& predict) {
+  ModelParams fixed = m, scalable = m;
+  fixed.betaUsPerByte = fixed.gammaUsPerByte = 0;
+  scalable.memoryFactor = 1;
+  ModelParams beyond = m;
+  beyond.memoryFactor = 2;  // any value != 1 tells which samples it applies to
+  double sxy = 0, sxx = 0;
+  for (const Sample& s : samples) {
+    if (!(s.us > 0) || memoryScale(beyond, nranks, s.bytes) == 1.0) continue;
+    const double base = predict(fixed, s.bytes);
+    const double x = predict(scalable, s.bytes) - base;
+    const double w = relativeWeight(s.us);
+    sxy += w * x * (s.us - base);
+    sxx += w * x * x;
+  }
+  return sxx > 0 ? std::max(0.0, sxy / sxx) : 1.0;
+}
+
+double fitTreeBeta(const std::vector<Sample>& samples, int nranks, const ModelParams& m,
+                   size_t chunkBytes) {
+  const coil::algo::TreeLoad load = coil::algo::doubleTreeLoad(nranks);
+  double sxy = 0, sxx = 0;
+  for (const Sample& s : samples) {
+    if (!(s.us > 0)) continue;
+    ModelParams noBeta = m;
+    noBeta.betaUsPerByte = 0;
+    const double rest = s.us - predictTreeAllReduceUs(noBeta, nranks, s.bytes, chunkBytes);
+    const double x = load.sentPerByte * s.bytes * memoryScale(m, nranks, s.bytes);
+    const double w = relativeWeight(s.us);
+    sxy += w * x * rest;
+    sxx += w * x * x;
+  }
+  if (!(sxx > 0)) throw std::invalid_argument("fitTreeBeta: needs timed samples of non-zero size");
+  return std::max(0.0, sxy / sxx);
+}
+
 double fitRingGamma(const std::vector<Sample>& samples, int nranks, const ModelParams& ab,
                     size_t chunkBytes, double* unclamped) {
   double sxy = 0, sxx = 0;
@@ -71,7 +110,7 @@ double fitRingGamma(const std::vector<Sample>& samples, int nranks, const ModelP
     ModelParams noGamma = ab;
     noGamma.gammaUsPerByte = 0;
     const double rest = s.us - predictRingAllReduceUs(noGamma, nranks, s.bytes, chunkBytes);
-    const double x = (nranks - 1.0) / nranks * s.bytes;
+    const double x = (nranks - 1.0) / nranks * s.bytes * memoryScale(ab, nranks, s.bytes);
     const double w = relativeWeight(s.us);
     sxy += w * x * rest;
     sxx += w * x * x;
@@ -81,14 +120,19 @@ double fitRingGamma(const std::vector<Sample>& samples, int nranks, const ModelP
   return std::max(0.0, sxy / sxx);
 }
 
-std::string calibrationLine(const std::string& transport, const ModelParams& m) {
-  return transport + " alpha_us=" + formatNumber(m.alphaUs) +
-         " beta_us_per_byte=" + formatNumber(m.betaUsPerByte) +
-         " gamma_us_per_byte=" + formatNumber(m.gammaUsPerByte);
+std::string calibrationLines(const std::string& transport, const Calibration& c) {
+  std::string text = transport + " alpha_us=" + formatNumber(c.ring.alphaUs) +
+                     " beta_us_per_byte=" + formatNumber(c.ring.betaUsPerByte) +
+                     " gamma_us_per_byte=" + formatNumber(c.ring.gammaUsPerByte) +
+                     " memory_factor=" + formatNumber(c.ring.memoryFactor);
+  if (c.tree.betaUsPerByte != c.ring.betaUsPerByte || c.tree.memoryFactor != c.ring.memoryFactor)
+    text += "\n" + transport + "/tree beta_us_per_byte=" + formatNumber(c.tree.betaUsPerByte) +
+            " memory_factor=" + formatNumber(c.tree.memoryFactor);
+  return text;
 }
 
 void writeCalibrationFile(const std::string& path, const std::string& transport,
-                          const ModelParams& m, int nranks, const std::string& host,
+                          const Calibration& c, int nranks, const std::string& host,
                           const std::string& date) {
   // Keep the other transports' lines, each with the comment that heads it.
   std::vector<std::string> kept;
@@ -99,7 +143,7 @@ void writeCalibrationFile(const std::string& path, const std::string& transport,
       std::istringstream words(line);
       std::string first;
       words >> first;
-      if (first == transport) {
+      if (first == transport || first.rfind(transport + "/", 0) == 0) {
         if (!kept.empty() && kept.back().rfind("# coil calibration", 0) == 0) kept.pop_back();
         continue;
       }
@@ -108,7 +152,7 @@ void writeCalibrationFile(const std::string& path, const std::string& transport,
   }
   kept.push_back("# coil calibration, " + date + ", " + host +
                  ", nranks=" + std::to_string(nranks));
-  kept.push_back(calibrationLine(transport, m));
+  kept.push_back(calibrationLines(transport, c));
 
   // Written beside the target and renamed over it: a reader never sees half a file.
   const std::string temporary = path + ".tmp";
@@ -124,16 +168,21 @@ void writeCalibrationFile(const std::string& path, const std::string& transport,
   }
 }
 
-ModelParams readCalibrationFile(const std::string& path, const std::string& transport) {
+Calibration readCalibrationFile(const std::string& path, const std::string& transport) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("--model " + path + ": " + std::strerror(errno));
   std::string line;
   int number = 0;
+  Calibration c;
+  bool found = false;
+  double treeBeta = -1, treeMemory = -1;
   while (std::getline(in, line)) {
     ++number;
     std::istringstream words(line);
     std::string first;
-    if (!(words >> first) || first[0] == '#' || first != transport) continue;
+    if (!(words >> first) || first[0] == '#') continue;
+    const bool main = first == transport, tree = first == transport + "/tree";
+    if (!main && !tree) continue;
     const std::string where = "--model " + path + ":" + std::to_string(number) + ": ";
     ModelParams m;
     bool seen[3] = {false, false, false};
@@ -147,21 +196,33 @@ ModelParams readCalibrationFile(const std::string& path, const std::string& tran
           end == field.c_str() + eq + 1) {
         throw std::runtime_error(where + "'" + field + "' is not key=non-negative-number");
       }
-      if (key == "alpha_us")
+      if (key == "alpha_us" && main)
         m.alphaUs = value, seen[0] = true;
       else if (key == "beta_us_per_byte")
         m.betaUsPerByte = value, seen[1] = true;
-      else if (key == "gamma_us_per_byte")
+      else if (key == "gamma_us_per_byte" && main)
         m.gammaUsPerByte = value, seen[2] = true;
+      else if (key == "memory_factor")
+        m.memoryFactor = value, treeMemory = tree ? value : treeMemory;
       else
         throw std::runtime_error(where + "unknown parameter '" + key + "'");
+    }
+    if (tree) {
+      if (!seen[1]) throw std::runtime_error(where + "needs beta_us_per_byte");
+      treeBeta = m.betaUsPerByte;
+      continue;
     }
     if (!seen[0] || !seen[1] || !seen[2]) {
       throw std::runtime_error(where + "needs alpha_us, beta_us_per_byte and gamma_us_per_byte");
     }
-    return m;
+    c.ring = m;
+    found = true;
   }
-  throw std::runtime_error("--model " + path + ": no line for transport '" + transport + "'");
+  if (!found) throw std::runtime_error("--model " + path + ": no line for transport '" + transport + "'");
+  c.tree = c.ring;
+  if (treeBeta >= 0) c.tree.betaUsPerByte = treeBeta;
+  if (treeMemory >= 0) c.tree.memoryFactor = treeMemory;
+  return c;
 }
 
 }  // namespace coil_perf

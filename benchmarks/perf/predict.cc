@@ -22,29 +22,36 @@ long envLong(const char* name, long fallback) {
 
 }  // namespace
 
+double memoryScale(const ModelParams& m, int nranks, double bytes) {
+  if (m.cacheBytes == 0 || nranks < 1) return 1.0;
+  return bytes > static_cast<double>(m.cacheBytes / (4 * static_cast<size_t>(nranks)))
+             ? m.memoryFactor
+             : 1.0;
+}
+
 double predictRingAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes) {
   const double S = bytes, N = nranks;
   if (nranks == 1) return S * m.betaUsPerByte;
   const double C = std::max(1.0, static_cast<double>(chunkBytes));
-  const double f = (N - 1) / N;
+  const double f = (N - 1) / N, k = memoryScale(m, nranks, S);
   const double rounds = std::max(1.0, std::ceil(S / (N * C)));
-  return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerByte + f * S * m.gammaUsPerByte;
+  return 2 * (N - 1) * rounds * m.alphaUs + k * (2 * f * S * m.betaUsPerByte + f * S * m.gammaUsPerByte);
 }
 
 double predictTreeAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes) {
   const double S = bytes;
   if (nranks == 1) return S * m.betaUsPerByte;
   const double C = std::max(1.0, static_cast<double>(chunkBytes));
-  const double chunks = std::max(1.0, std::ceil(S / (2 * C)));
+  const double chunks = std::max(1.0, std::ceil(S / (2 * C))), k = memoryScale(m, nranks, S);
   const coil::algo::TreeLoad load = coil::algo::doubleTreeLoad(nranks);
-  return (2 * load.depth + 2 * chunks) * m.alphaUs + load.sentPerByte * S * m.betaUsPerByte +
-         load.reducedPerByte * S * m.gammaUsPerByte;
+  return (2 * load.depth + 2 * (chunks - 1)) * m.alphaUs +
+         k * (load.sentPerByte * S * m.betaUsPerByte + load.reducedPerByte * S * m.gammaUsPerByte);
 }
 
 double predictAllGatherUs(const ModelParams& m, int nranks, double bytes) {
   const double S = bytes, N = nranks;
   if (nranks == 1) return S * m.betaUsPerByte;
-  return (N - 1) * m.alphaUs + (N - 1) / N * S * m.betaUsPerByte;
+  return (N - 1) * m.alphaUs + memoryScale(m, nranks, S) * (N - 1) / N * S * m.betaUsPerByte;
 }
 
 size_t estimatedChunkBytes(const std::string& transport) {

@@ -7,10 +7,11 @@
 //   n ranks, S bytes (all-reduce: the buffer; all-gather: n blocks),
 //   C = chunk bytes, f = (n-1)/n:
 //   ring all-reduce  2(n-1)·rounds·α + 2f·S·β + f·S·γ,   rounds = max(1, ceil(S / (n·C)))
-//   tree all-reduce  (2·depth + 2·chunks)·α + L·S·β + R·S·γ,  chunks = max(1, ceil(S / 2C)),
+//   tree all-reduce  (2·depth + 2·(chunks-1))·α + L·S·β + R·S·γ,  chunks = max(1, ceil(S / 2C)),
 //                    depth, L, R of the busiest rank: doubleTreeLoad (src/algorithms/tree_shape.h)
 //   all-gather       (n-1)·α + f·S·β
 //   one rank         S·β (a local copy)
+//   β and γ × memoryFactor when S > cacheBytes / (4n)
 #pragma once
 
 #include <cstddef>
@@ -23,7 +24,22 @@ struct ModelParams {
   double alphaUs = 0;         ///< µs per step (a slot hand-off)
   double betaUsPerByte = 0;   ///< µs per byte moved over a link
   double gammaUsPerByte = 0;  ///< µs per byte reduced
+  /// β and γ are multiplied by this once the ranks' buffers outgrow the
+  /// last-level cache: S > cacheBytes / (4n), as in the tuner.
+  double memoryFactor = 1;
+  size_t cacheBytes = 0;  ///< the machine's (not in the file); 0: the factor never applies
 };
+
+/// A transport's calibration: the FIFO algorithms' parameters, and the
+/// tree's own, which differ in β where the tree's β was fitted (the
+/// "T/tree" line of the file).
+struct Calibration {
+  ModelParams ring;
+  ModelParams tree;
+};
+
+/// memoryFactor when `bytes` (per rank) outgrow the cache, else 1.
+double memoryScale(const ModelParams& m, int nranks, double bytes);
 
 /// Predicted µs of a ring all-reduce of `bytes` per rank.
 double predictRingAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes);

@@ -12,6 +12,7 @@
 #include "algorithms/ring.h"
 #include "comm/host_identity.h"
 #include "comm/model_agreement.h"
+#include "core/cpu_cache.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -47,24 +48,6 @@ int onlineCpus() {
   if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
-}
-
-// The last-level cache of CPU 0 as sysfs reports it ("32768K"), or 0.
-// (sysconf(_SC_LEVEL3_CACHE_SIZE) reads CPUID, which a VM may fill with
-// its host's figures.)
-size_t lastLevelCacheBytes() {
-  size_t best = 0;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
-    FILE* f = std::fopen((dir + "/size").c_str(), "r");
-    if (!f) break;
-    unsigned long value = 0;
-    char unit = 0;
-    if (std::fscanf(f, "%lu%c", &value, &unit) >= 1)
-      best = std::max<size_t>(best, value * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1));
-    std::fclose(f);
-  }
-  return best;
 }
 
 std::string hex(uint64_t v) {

@@ -313,11 +313,11 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
           return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerB + f * S * m.gammaUsPerB;
         }
         case Algo::kTree: {
-          // Double binary tree: 2·depth hops to fill and drain the pipeline,
-          // then per chunk of each half one hand-off up and one down; the
+          // Double binary tree: the first chunk climbs and descends 2·depth
+          // hops, each further one adds a hand-off up and one down; the
           // bandwidth terms are the busiest rank's load (tree_shape.h).
           double chunks = std::max(1.0, std::ceil(S / (2 * C)));
-          return (2 * treeLoad_.depth + 2 * chunks) * m.alphaUs +
+          return (2 * treeLoad_.depth + 2 * (chunks - 1)) * m.alphaUs +
                  treeLoad_.sentPerByte * S * m.betaUsPerB + treeLoad_.reducedPerByte * S * m.gammaUsPerB;
         }
         case Algo::kOneShot:
