@@ -83,7 +83,7 @@ typedef enum {
 } coilRedOp_t;
 
 #define COIL_CONFIG_MAGIC 0xC0117C0Fu
-#define COIL_CONFIG_VERSION 1
+#define COIL_CONFIG_VERSION 2
 /// Communicator options. Always start from COIL_CONFIG_INITIALIZER, so the
 /// struct can grow without breaking the ABI (size, magic and version are
 /// checked). A field left at its "undefined" value takes the default.
@@ -94,13 +94,20 @@ typedef struct {
   int blocking;          ///< 1 (default): init blocks; 0: init returns coilInProgress
   int64_t timeoutMs;     ///< deadline of every wait; <=0: COIL_TIMEOUT_MS or 30 min
   const char* commName;  ///< label used in log lines; may be NULL
+  /// Since version 2. Read by coilCommSplit: 1 makes the child use the
+  /// parent's connections instead of opening its own (NCCL's splitShare):
+  /// the split is cheaper and uses no new sockets, segments or threads, in
+  /// exchange for the rules at coilCommSplit. 0: the child connects anew.
+  /// Unset (COIL_CONFIG_UNDEF_INT): the parent's setting, else
+  /// COIL_SPLIT_SHARE=0|1, else 0. The ranks of one child must agree.
+  int splitShare;
 } coilConfig_t;
 
 #define COIL_CONFIG_UNDEF_INT (-2147483647 - 1)
 #define COIL_CONFIG_INITIALIZER                                                   \
   {                                                                              \
     sizeof(coilConfig_t), COIL_CONFIG_MAGIC, COIL_CONFIG_VERSION,                \
-        COIL_CONFIG_UNDEF_INT, 0, NULL                                           \
+        COIL_CONFIG_UNDEF_INT, 0, NULL, COIL_CONFIG_UNDEF_INT                    \
   }
 
 /// Stores the library version (COIL_VERSION_CODE) in *version.
@@ -258,6 +265,20 @@ coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm);
 /// Collective over `comm`: ranks with the same color form a new
 /// communicator, ordered by key (ties: parent rank). color ==
 /// COIL_SPLIT_NOCOLOR gives *newcomm = NULL. config may be NULL.
+///
+/// With splitShare = 1 (see coilConfig_t) the child sends over the
+/// parent's connections. Then:
+///  - The child must not run an operation while the parent, or another
+///    communicator sharing links to the same peers (a sibling or a child
+///    from another shared split), runs one on this rank. Sequential use, from
+///    any threads, is fine; children over disjoint peers (an odd/even split)
+///    may run at the same time. A violation is detected, not silently mixed:
+///    the operation that finds a link in use fails with coilInvalidUsage
+///    (and breaks, so its peers fail too instead of waiting).
+///  - Shared links share fate: when one communicator breaks or is aborted,
+///    the links it used close, and the others fail on them (coilRemoteError).
+///  - Parent and child may be destroyed in either order; the connections
+///    stay open until the last communicator using them is destroyed.
 coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
                            coilConfig_t* config);
 

@@ -1,11 +1,13 @@
 // Exported functions that create, query and destroy communicators.
 #include <chrono>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
 #include "api/guard.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_env.h"
+#include "core/env.h"
 #include "core/log.h"
 
 using coil::api::guarded;
@@ -27,9 +29,26 @@ CommOptions optionsFrom(const coilConfig_t* config) {
            COIL_CONFIG_VERSION, ")");
     configured = config->timeoutMs;
     if (config->commName) opts.name = config->commName;
+    // Fields a version-1 caller's smaller struct does not have are not read.
+    const bool hasSplitShare = config->version >= 2 &&
+                               config->size >= offsetof(coilConfig_t, splitShare) + sizeof(int);
+    if (hasSplitShare && config->splitShare != COIL_CONFIG_UNDEF_INT) {
+      if (config->splitShare != 0 && config->splitShare != 1)
+        fail(coilInvalidArgument, "config->splitShare must be 0 or 1 (got ", config->splitShare,
+             ")");
+      opts.splitShare = config->splitShare;
+    }
   }
   opts.timeoutMs = resolveTimeoutMs(configured);
   return opts;
+}
+
+// splitShare of a split: the split's config, else the parent's (its init
+// config or the split that made it), else COIL_SPLIT_SHARE, else off.
+bool resolveSplitShare(const CommOptions& child, const CommOptions& parent) {
+  if (child.splitShare >= 0) return child.splitShare == 1;
+  if (parent.splitShare >= 0) return parent.splitShare == 1;
+  return env::getInt("COIL_SPLIT_SHARE", 0, 1).value_or(0) == 1;
 }
 
 bool isBlocking(const coilConfig_t* config) {
@@ -43,28 +62,32 @@ void checkRank(int nranks, int rank) {
 }
 
 // Runs the collective part of init; stores the outcome in the handle.
-void runInit(coilComm* h, UniqueIdData id, CommOptions opts) {
+void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) {
   coilResult_t rc = guarded("coilCommInitRank", h, [&] {
-    h->impl = std::make_unique<Communicator>(id, h->nranks, h->rank, opts, &h->abortFlag);
+    h->impl = std::make_unique<Communicator>(id, h->nranks, h->rank, opts, &h->abortFlag,
+                                             std::move(share));
   });
   h->initState.store(rc);
 }
 
 // Creates the handle and runs (or starts, when non-blocking) the init.
-coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const coilConfig_t* config) {
-    CommOptions opts = optionsFrom(config);
+// `share`: the parent's links, for a child of a split with splitShare=1.
+coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
+                       bool blocking, SharedLinks share = {}) {
     auto h = std::make_unique<coilComm>();
     h->rank = rank;
     h->nranks = nranks;
-    if (isBlocking(config)) {
-      runInit(h.get(), id, opts);
+    if (blocking) {
+      runInit(h.get(), id, opts, std::move(share));
       if (h->initState.load() != coilSuccess) {
         std::string msg = h->lastError;
         fail(h->initState.load(), msg.substr(msg.find(": ") + 2));
       }
     } else {
       coilComm* raw = h.get();
-      h->initThread = std::thread([raw, id, opts] { runInit(raw, id, opts); });
+      h->initThread = std::thread([raw, id, opts, share = std::move(share)]() mutable {
+        runInit(raw, id, opts, std::move(share));
+      });
     }
     return h.release();
 }
@@ -75,8 +98,8 @@ coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, i
     if (out == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
     *out = nullptr;
     checkRank(nranks, rank);
-    optionsFrom(config);  // validate before anything starts
-    *out = createHandle(decodeUniqueId(commId), nranks, rank, config);
+    const CommOptions opts = optionsFrom(config);  // validate before anything starts
+    *out = createHandle(decodeUniqueId(commId), nranks, rank, opts, isBlocking(config));
   });
 }
 
@@ -183,12 +206,17 @@ coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newc
     *newcomm = nullptr;
     if (color < 0 && color != COIL_SPLIT_NOCOLOR)
       fail(coilInvalidArgument, "color must be >= 0 or COIL_SPLIT_NOCOLOR (got ", color, ")");
-    api::optionsFrom(config);
-    SplitPlan plan = c.planSplit(color, key);
+    CommOptions opts = api::optionsFrom(config);
+    const bool share = api::resolveSplitShare(opts, c.options());
+    if (opts.splitShare < 0) opts.splitShare = c.options().splitShare;  // the child's own splits
+    SplitPlan plan = c.planSplit(color, key, share);
     if (!plan.member) return;
-    // The child gets its own connections: simple and independent of the
-    // parent's lifetime (destroying the parent does not break the child).
-    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, config);
+    // Without sharing the child gets its own connections, independent of
+    // the parent. With it, the child borrows the parent's (coil.h states
+    // the rules); the lease is taken here, so that from now on the parent
+    // claims its links, even while a non-blocking child init runs.
+    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, opts, api::isBlocking(config),
+                                 share ? c.sharedLinksFor(plan) : SharedLinks{});
   });
 }
 

@@ -117,6 +117,7 @@ void Communicator::collective(const CollectiveCall& call) {
   const uint32_t seq = ++seq_;  // every rank counts every call, even empty ones
   if (call.count == 0) return;
   try {
+    LinkClaim claim(*this);
     runScheduled(call, seq);
   } catch (const Error& e) {
     breakWith(e);
@@ -133,7 +134,8 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   const tune::Choice choice = tune::choose(model_, c.kind, modelBytes(c, nranks_), algoOverride_,
                                            logTune ? &predictions : nullptr);
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
-  const uint64_t tag = algo::Fingerprint{seq, c.kind, c.type, hasOp(c.kind) ? c.op : coilSum,
+  const uint64_t tag = algo::Fingerprint{seq + seqSalt_, c.kind, c.type,
+                                         hasOp(c.kind) ? c.op : coilSum,
                                          c.count ^ (static_cast<uint64_t>(c.root) << 48)}
                            .encode();
   // Text for messages and logs; built only when one needs it. (Held by

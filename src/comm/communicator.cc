@@ -50,6 +50,9 @@ int onlineCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+// Ids of communicators in this process, for link claims (0 is "unclaimed").
+std::atomic<uint64_t> nextCommunicatorId{1};
+
 std::string hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -59,8 +62,13 @@ std::string hex(uint64_t v) {
 }  // namespace
 
 Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
-                           const CommOptions& options, const std::atomic<bool>* abortFlag)
-    : rank_(rank), nranks_(nranks), options_(options), abortFlag_(abortFlag) {
+                           const CommOptions& options, const std::atomic<bool>* abortFlag,
+                           SharedLinks share)
+    : rank_(rank),
+      nranks_(nranks),
+      options_(options),
+      abortFlag_(abortFlag),
+      id_(nextCommunicatorId.fetch_add(1)) {
   log::setThreadRank(rank);
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(getpid());
   Deadline deadline = Deadline::after(options_.timeoutMs);
@@ -88,7 +96,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   spin_ = tune::SpinAdvisor(maxSpinUs_, yieldUs,
                             spinMode == "always" ? tune::SpinAdvisor::Mode::kAlways
                                                  : tune::SpinAdvisor::Mode::kAdaptive);
-  connectPeers(deadline);
+  if (share.lease) seqSalt_ = static_cast<uint32_t>(id.nonce >> 40);  // same on every rank
+  connectPeers(deadline, std::move(share));
   agreeOnSlices();
   tune::Topology topology;
   topology.nranks = nranks;
@@ -125,14 +134,13 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
 Communicator::~Communicator() {
   // Peers still waiting on this rank's window see it close, not a timeout.
   if (window_) window_->close(false);
-  // Stop helper threads before the connections they use go away.
-  for (auto& t : transports_) t->shutdown();
-  owned_.clear();
-  transports_.clear();
+  // The last user of the links stops their helper threads and closes them;
+  // a child that borrowed them keeps them open.
+  links_.reset();
   if (bootstrap_) bootstrap_->close();
 }
 
-void Communicator::connectPeers(const Deadline& deadline) {
+void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   const std::string forced = env::get("COIL_TRANSPORT").value_or("");
   const auto available = transport::registeredTransports();
   if (!forced.empty() && std::find(available.begin(), available.end(), forced) == available.end()) {
@@ -162,17 +170,26 @@ void Communicator::connectPeers(const Deadline& deadline) {
     infos.push_back(rec.peer);
   }
 
+  peers_.assign(static_cast<size_t>(nranks_), nullptr);
+  linkOf_.assign(static_cast<size_t>(nranks_), -1);
+  if (share.lease) {
+    borrowLinks(std::move(share));
+    openWindow(infos, deadline);
+    return;
+  }
+
   // One transport instance per kind; each peer goes to the first (most
   // preferred) transport that can reach it, or to the forced one. The rule
   // is symmetric, so both ends of a pair pick the same transport.
-  for (const auto& name : available) transports_.push_back(transport::createTransport(name));
+  std::vector<std::unique_ptr<transport::Transport>> transports;
+  for (const auto& name : available) transports.push_back(transport::createTransport(name));
   std::vector<std::vector<int>> peersOf(available.size());
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     size_t chosen = available.size();
     for (size_t t = 0; t < available.size() && chosen == available.size(); ++t) {
       if (!forced.empty() && available[t] != forced) continue;
-      if (transports_[t]->canReach(infos[rank_], infos[p])) chosen = t;
+      if (transports[t]->canReach(infos[rank_], infos[p])) chosen = t;
     }
     if (chosen == available.size())
       fail(coilInvalidUsage, "no transport can reach rank ", p, " from rank ", rank_,
@@ -182,20 +199,83 @@ void Communicator::connectPeers(const Deadline& deadline) {
 
   // Every rank sets up every transport, in registration order, even with no
   // peers on it: setup is collective (it exchanges addresses through the bootstrap).
-  peers_.assign(static_cast<size_t>(nranks_), nullptr);
+  std::vector<std::unique_ptr<transport::Connection>> connections;
   for (size_t t = 0; t < available.size(); ++t) {
     transport::SetupContext ctx{*bootstrap_, rank_, nranks_, infos, deadline, abortFlag_, label_};
-    auto conns = transports_[t]->connect(ctx, peersOf[t]);
+    auto conns = transports[t]->connect(ctx, peersOf[t]);
     for (auto& c : conns) {
-      peers_[c->peer()] = c.get();
       COIL_INFO(kInit, "rank ", rank_, " -> rank ", c->peer(), " via ", c->transportName());
-      owned_.push_back(std::move(c));
+      connections.push_back(std::move(c));
     }
   }
-  for (int p = 0; p < nranks_; ++p)
-    if (p != rank_ && peers_[p] == nullptr)
+  links_ = LinkLease(
+      std::make_shared<LinkSet>(std::move(transports), std::move(connections), nranks_));
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    peers_[p] = links_->link(p);
+    linkOf_[p] = p;
+    if (peers_[p] == nullptr)
       fail(coilInternalError, "transport setup left rank ", p, " unconnected");
+  }
   openWindow(infos, deadline);
+}
+
+// A child of coilCommSplit with splitShare=1: the parent's connection to
+// parent rank members[i] is this communicator's connection to rank i.
+void Communicator::borrowLinks(SharedLinks share) {
+  if (share.linkOf.size() != static_cast<size_t>(nranks_) || share.linkOf[rank_] != -1)
+    fail(coilInternalError, "shared links describe ", share.linkOf.size(),
+         " ranks, this communicator has ", nranks_);
+  links_ = std::move(share.lease);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    const int index = share.linkOf[p];
+    if (index < 0 || index >= links_->size() || links_->link(index) == nullptr)
+      fail(coilInternalError, "shared links have no connection for rank ", p);
+    linkOf_[p] = index;
+    peers_[p] = links_->link(index);
+    COIL_INFO(kInit, "rank ", rank_, " -> rank ", p, " via ", peers_[p]->transportName(),
+              " (the parent's link)");
+  }
+}
+
+SharedLinks Communicator::sharedLinksFor(const SplitPlan& plan) const {
+  SharedLinks share{links_.share(), std::vector<int>(plan.parentRanks.size(), -1)};
+  for (size_t i = 0; i < plan.parentRanks.size(); ++i)
+    if (plan.parentRanks[i] != rank_) share.linkOf[i] = linkOf_[plan.parentRanks[i]];
+  return share;
+}
+
+Communicator::LinkClaim::LinkClaim(Communicator& comm) : comm_(comm) {
+  LinkSet& links = *comm.links_.get();
+  if (!links.everShared()) return;
+  for (; claimed_ < comm.nranks_; ++claimed_) {
+    const int p = claimed_, index = comm.linkOf_[p];
+    if (index < 0) continue;
+    const bool closed = links.closed(index);
+    const uint64_t holder = closed ? 0 : links.tryClaim(index, comm.id_);
+    if (!closed && holder == 0) continue;
+    release();  // a throwing constructor runs no destructor
+    if (closed)
+      fail(coilRemoteError, "the link to rank ", p,
+           " was closed by another communicator that shares it (a parent, child or sibling "
+           "of coilCommSplit with splitShare=1 broke or was aborted; shared links share fate)");
+    if (holder == comm.id_)
+      fail(coilInvalidUsage, "this communicator is already running an operation on another "
+                             "thread; its operations must not overlap");
+    fail(coilInvalidUsage, "the link to rank ", p,
+         " is in use by another communicator that shares it (coilCommSplit with "
+         "splitShare=1): a communicator must not run operations concurrently with a parent, "
+         "child or sibling that shares its links");
+  }
+}
+
+Communicator::LinkClaim::~LinkClaim() { release(); }
+
+void Communicator::LinkClaim::release() noexcept {
+  for (int p = 0; p < claimed_; ++p)
+    if (comm_.linkOf_[p] >= 0) comm_.links_->release(comm_.linkOf_[p], comm_.id_);
+  claimed_ = 0;
 }
 
 // Collective: when every rank is on this host and reaches every peer over
@@ -261,7 +341,10 @@ void Communicator::closeAll() noexcept {
   if (closed_) return;
   closed_ = true;
   if (window_) window_->close(true);
-  for (auto& c : owned_) c->close();
+  // Only this communicator's links: a sibling over other peers runs on.
+  if (links_)
+    for (int index : linkOf_)
+      if (index >= 0) links_->close(index);
   if (bootstrap_) bootstrap_->close();
 }
 
@@ -276,14 +359,15 @@ std::string Communicator::slowestTransport() const {
   return "shm";
 }
 
-SplitPlan Communicator::planSplit(int color, int key) {
+SplitPlan Communicator::planSplit(int color, int key, bool share) {
   checkUsable();
   struct Entry {
-    int32_t color, key, rank;
+    int32_t color, key, rank, share;
   };
   std::vector<Entry> all(static_cast<size_t>(nranks_));
-  all[rank_] = {color, key, rank_};
-  std::vector<std::vector<uint8_t>> unused;
+  all[rank_] = {color, key, rank_, share ? 1 : 0};
+  SplitPlan plan;
+  std::string disagreement;
   try {
     bootstrap_->setDeadline(Deadline::after(options_.timeoutMs));
     bootstrap_->allGather(all.data(), sizeof(Entry));
@@ -293,27 +377,39 @@ SplitPlan Communicator::planSplit(int color, int key) {
     std::sort(members.begin(), members.end(), [](const Entry& a, const Entry& b) {
       return a.key != b.key ? a.key < b.key : a.rank < b.rank;
     });
-    SplitPlan plan;
+    // A child whose ranks disagree on splitShare cannot be built (some would
+    // connect, some not): every member sees it and the color gets no child.
+    for (const Entry& e : members)
+      if (e.share != members.front().share && disagreement.empty())
+        disagreement = "splitShare differs between the ranks of color " + std::to_string(color) +
+                       ": parent rank " + std::to_string(members.front().rank) + " has " +
+                       std::to_string(members.front().share) + ", parent rank " +
+                       std::to_string(e.rank) + " has " + std::to_string(e.share);
     const bool leader = !members.empty() && members.front().rank == rank_;
     // Each color's leader hosts its child's rendezvous on this rank's interface.
     std::vector<coilUniqueId> ids(static_cast<size_t>(nranks_));
     std::memset(ids.data(), 0, ids.size() * sizeof(coilUniqueId));
-    if (leader) {
+    if (leader && disagreement.empty()) {
       SocketAddress bind = bootstrap_->localAddress();
       bind.setPort(0);
       ids[rank_] = encodeUniqueId(startRoot(bind, options_.timeoutMs));
     }
     bootstrap_->allGather(ids.data(), sizeof(coilUniqueId));
-    if (members.empty()) return plan;
-    plan.member = true;
-    plan.id = decodeUniqueId(ids[members.front().rank]);
-    plan.nranks = static_cast<int>(members.size());
-    for (size_t i = 0; i < members.size(); ++i)
-      if (members[i].rank == rank_) plan.rank = static_cast<int>(i);
-    return plan;
+    if (!members.empty() && disagreement.empty()) {
+      plan.member = true;
+      plan.id = decodeUniqueId(ids[members.front().rank]);
+      plan.nranks = static_cast<int>(members.size());
+      for (size_t i = 0; i < members.size(); ++i) {
+        plan.parentRanks.push_back(members[i].rank);
+        if (members[i].rank == rank_) plan.rank = static_cast<int>(i);
+      }
+    }
   } catch (const Error& e) {
     breakWith(e);
   }
+  // Every rank took part in both exchanges: this communicator is intact.
+  if (!disagreement.empty()) fail(coilInvalidUsage, disagreement);
+  return plan;
 }
 
 coilRedOp_t Communicator::createPreMulSum(const void* scalar, coilDataType_t type,

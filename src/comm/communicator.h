@@ -9,6 +9,9 @@
 // breaks the communicator: the error becomes sticky (asyncError), and every
 // connection is closed so that the failure reaches every surviving rank
 // instead of leaving them blocked.
+//
+// Connections live in a LinkSet (link_set.h), which a child made by
+// coilCommSplit with splitShare=1 shares instead of connecting anew.
 #pragma once
 
 #include <atomic>
@@ -22,6 +25,7 @@
 
 #include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/link_set.h"
 #include "tune/spin_advisor.h"
 #include "tune/tuner.h"
 #include "core/error.h"
@@ -59,11 +63,14 @@ struct SplitPlan {
   UniqueIdData id{};
   int rank = -1;
   int nranks = 0;
+  // Parent rank of each child rank (the members, in child rank order).
+  std::vector<int> parentRanks;
 };
 
 struct CommOptions {
   int64_t timeoutMs = 30 * 60 * 1000;  // every wait's deadline
   std::string name;                    // label for logs
+  int splitShare = -1;                 // coilConfig_t.splitShare; -1: not set
 };
 
 /// The timeout a communicator uses: config value if > 0, else
@@ -73,10 +80,12 @@ int64_t resolveTimeoutMs(int64_t configured);
 class Communicator {
  public:
   /// Collective: joins the rendezvous `id` as `rank` of `nranks` and connects
-  /// to every peer. `abortFlag` (owned by the caller, outlives this object)
-  /// ends every wait when set.
+  /// to every peer, or with `share` non-empty uses those links instead (a
+  /// child of coilCommSplit with splitShare=1; every rank must pass one).
+  /// `abortFlag` (owned by the caller, outlives this object) ends every wait
+  /// when set.
   Communicator(const UniqueIdData& id, int nranks, int rank, const CommOptions& options,
-               const std::atomic<bool>* abortFlag);
+               const std::atomic<bool>* abortFlag, SharedLinks share = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -96,7 +105,13 @@ class Communicator {
   void barrier();
   /// Collective over this communicator: decides the child communicator of
   /// this rank (the leader of each color hosts the child's rendezvous).
-  SplitPlan planSplit(int color, int key);
+  /// `share`: this rank's splitShare; the ranks of one color must agree
+  /// (coilInvalidUsage otherwise, without breaking this communicator).
+  SplitPlan planSplit(int color, int key, bool share);
+  /// The links a child of `plan` borrows (splitShare=1); from now on this
+  /// communicator's operations claim their links (link_set.h).
+  SharedLinks sharedLinksFor(const SplitPlan& plan) const;
+  const CommOptions& options() const { return options_; }
 
   /// coilRedOpCreatePreMulSum / coilRedOpDestroy.
   coilRedOp_t createPreMulSum(const void* scalar, coilDataType_t type, bool hostImmediate);
@@ -109,7 +124,22 @@ class Communicator {
   void closeAll() noexcept;
 
  private:
-  void connectPeers(const Deadline& deadline);
+  void connectPeers(const Deadline& deadline, SharedLinks share);
+  void borrowLinks(SharedLinks share);
+  // Claims every link of this communicator for one operation when the links
+  // are shared (link_set.h); a no-op otherwise. Released on destruction.
+  class LinkClaim {
+   public:
+    explicit LinkClaim(Communicator& comm);
+    ~LinkClaim();
+    LinkClaim(const LinkClaim&) = delete;
+    LinkClaim& operator=(const LinkClaim&) = delete;
+
+   private:
+    void release() noexcept;
+    Communicator& comm_;
+    int claimed_ = 0;  // ranks [0, claimed_) hold a claim (where they have a link)
+  };
   void openWindow(const std::vector<transport::PeerInfo>& infos, const Deadline& deadline);
   void agreeOnSlices();
   [[noreturn]] void breakWith(const Error& e);
@@ -131,9 +161,14 @@ class Communicator {
   const std::atomic<bool>* abortFlag_;
   std::string label_;
   std::unique_ptr<Bootstrap> bootstrap_;
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
-  std::vector<std::unique_ptr<transport::Connection>> owned_;
+  LinkLease links_;                            // transports and connections
+  std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
+  const uint64_t id_;                          // process-unique, names link claims
+  // Added to the sequence number in every fingerprint. Zero unless the links
+  // are borrowed: then the parent's calls and this one's cannot carry the
+  // same fingerprint, and slots of one read by the other fail as mismatches.
+  uint32_t seqSalt_ = 0;
   // All ranks on this host: the shared scratch of the window algorithms
   // (transports/window.h); nullptr otherwise.
   std::unique_ptr<transport::Window> window_;

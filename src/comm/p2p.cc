@@ -48,7 +48,8 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
     t.call = c;
     t.bytes = c.count * reduce::typeSize(c.type);
     uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
-    t.tag = algo::Fingerprint{seq, algo::CollKind::SendRecv, c.type, coilSum, c.count}.encode();
+    t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
+                .encode();
     t.conn = peers_[c.peer];
     tasks.push_back(t);
   }
@@ -78,6 +79,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
     return os.str();
   };
   try {
+    LinkClaim claim(*this);
     int idle = 0;
     bool peerGoneSeen = false;
     for (;;) {
