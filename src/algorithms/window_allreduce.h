@@ -31,6 +31,12 @@ enum class WindowAlgorithm : uint32_t { kOneShot = 1, kSlice = 2 };
 struct SliceOptions {
   size_t pieceBytes;   // bytes of one piece (<= the window's slot size)
   bool streamStores;   // write the output with non-temporal stores
+  /// Once every rank has joined the call (its first step), later steps poll
+  /// for up to this long before sleeping (0: keep the caller's polling).
+  /// The ranks then work through the same pieces in lockstep and post within
+  /// microseconds of each other: a futex sleep per step would add a wake-up
+  /// (25-100 µs on a busy host) to every piece.
+  int lockstepSpinUs = 0;
 };
 
 /// The largest message (bytes) windowOneShotAllReduce accepts.

@@ -230,7 +230,8 @@ bool Communicator::runDirect(const CollectiveCall& c, tune::Algo algorithm, cons
   if (algorithm == tune::Algo::kSlice) {
     window_->setPolling(plan.spinUs, plan.yield);
     algo::windowSliceAllReduce(*window_, call, watch,
-                               {model_.slicePieceBytes(), bytes >= model_.streamFromBytes()});
+                               {model_.slicePieceBytes(), bytes >= model_.streamFromBytes(),
+                                maxSpinUs_});
   } else if (window_) {
     window_->setPolling(plan.spinUs, plan.yield);
     algo::windowOneShotAllReduce(*window_, call, watch);
