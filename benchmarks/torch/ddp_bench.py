@@ -72,10 +72,22 @@ def bench(rank, world, args):
 
     # ---- DDP steps -----------------------------------------------------------
     # "local": the same step without DDP, the compute-only floor.
+    # "nocomm": DDP whose comm hook returns the bucket untouched: everything
+    # DDP does (bucketing copies, hooks, waits) except communicating, i.e.
+    # the floor no backend can go below.
     models = {name: DDP(make_model(torch, args.width), process_group=g,
                         gradient_as_bucket_view=args.bucket_view)
               for name, g in groups.items()}
     models["local"] = make_model(torch, args.width)
+    models["nocomm"] = DDP(make_model(torch, args.width), process_group=gloo,
+                           gradient_as_bucket_view=args.bucket_view)
+
+    def no_communication(state, bucket):
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    models["nocomm"].register_comm_hook(None, no_communication)
     opts = {name: torch.optim.SGD(m.parameters(), lr=0.01) for name, m in models.items()}
     nparams = sum(p.numel() for p in models["coil"].parameters())
     g = torch.Generator().manual_seed(rank)
@@ -127,6 +139,10 @@ def bench(rank, world, args):
               f"gloo {med['gloo'] * 1e3:.1f} ms, ratio coil/gloo {ratio:.2f} (target <= 0.70)")
         print(f"  compute only (no DDP) {med['local'] * 1e3:.1f} ms; time DDP adds: "
               f"coil {over['coil'] * 1e3:.1f} ms, gloo {over['gloo'] * 1e3:.1f} ms")
+        print(f"  DDP without communication (no-op comm hook) {med['nocomm'] * 1e3:.1f} ms: "
+              f"the floor, {med['nocomm'] / med['gloo']:.2f} of gloo; communication adds "
+              f"coil {(med['coil'] - med['nocomm']) * 1e3:.1f} ms, "
+              f"gloo {(med['gloo'] - med['nocomm']) * 1e3:.1f} ms")
         print(f"{'bytes':>10} {'coil us':>10} {'coil busbw':>11} {'gloo us':>10} "
               f"{'gloo busbw':>11} {'coil/gloo time':>15}")
         for nbytes in busbw["coil"]:
@@ -139,6 +155,7 @@ def bench(rank, world, args):
             with open(args.json, "w") as f:
                 json.dump({"torch": torch.__version__, "world": world, "params": nparams,
                            "ddp_step_s": med, "ddp_ratio": ratio, "ddp_added_s": over,
+                           "ddp_floor_ratio": med["nocomm"] / med["gloo"],
                            "ddp_step_all_s": step_times, "allreduce_s": lat,
                            "allreduce_busbw_GBps": busbw}, f, indent=1)
     dist.destroy_process_group()
