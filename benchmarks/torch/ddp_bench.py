@@ -39,6 +39,8 @@ def parse_args():
     p.add_argument("--bucket-view", action="store_true",
                    help="DDP(gradient_as_bucket_view=True): no gradient<->bucket copies")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--bind", action="store_true",
+                   help="bind rank r to CPU r (mod the CPUs), as mpirun --bind-to core does")
     p.add_argument("--json", help="also write the results to this file")
     return p.parse_args()
 
@@ -65,6 +67,9 @@ def bench(rank, world, args):
 
     import coil_torch  # noqa: F401
 
+    if args.bind:  # before any thread starts: they all inherit it
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(args.threads)
     dist.init_process_group("coil", timeout=datetime.timedelta(minutes=5))
     gloo = dist.new_group(backend="gloo")
@@ -134,7 +139,7 @@ def bench(rank, world, args):
         over = {name: med[name] - med["local"] for name in groups}
         print(f"torch {torch.__version__}, {world} ranks, {args.threads} thread(s) each, "
               f"MLP with {nparams / 1e6:.1f} M parameters, batch {args.batch}, "
-              f"gradient_as_bucket_view={args.bucket_view}")
+              f"gradient_as_bucket_view={args.bucket_view}, bound to a core: {args.bind}")
         print(f"DDP step (median of {args.steps}): coil {med['coil'] * 1e3:.1f} ms, "
               f"gloo {med['gloo'] * 1e3:.1f} ms, ratio coil/gloo {ratio:.2f} (target <= 0.70)")
         print(f"  compute only (no DDP) {med['local'] * 1e3:.1f} ms; time DDP adds: "

@@ -211,7 +211,7 @@ void windowSliceAllReduce(Window& w, const ReduceCall& call, const transport::Wa
                     sliceCount(q) * esize);
     steps.post(s, a);
     steps.waitForAll(s);
-    if (base == 0 && options.lockstepSpinUs > 0) w.setPolling(options.lockstepSpinUs, false);
+    if (base == 0 && options.lockstepSpinUs > 0) w.setPolling(options.lockstepSpinUs, true);
 
     // Reduce our slice from every rank's contribution into our result slot.
     uint8_t* result = w.slot(r, b) + mine * esize;
