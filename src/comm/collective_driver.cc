@@ -6,6 +6,7 @@
 // Any failure breaks the communicator.
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -127,12 +128,15 @@ void Communicator::collective(const CollectiveCall& call) {
 void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   const size_t esize = reduce::typeSize(c.type);
   const size_t sliceElems = sliceBytes_ / esize;
-  const size_t chunkElems = sliceElems * slicesPerChunk_;
 
   const bool logTune = log::enabled(log::Level::Info, log::kTune);
   std::vector<tune::Prediction> predictions;
   const tune::Choice choice = tune::choose(model_, c.kind, modelBytes(c, nranks_), algoOverride_,
                                            logTune ? &predictions : nullptr);
+  // Whole slices, at most half the FIFO (the model's chunk never exceeds it).
+  const size_t slicesPerChunk =
+      std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
+  const size_t chunkElems = sliceElems * slicesPerChunk;
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
   const uint64_t tag = algo::Fingerprint{seq + seqSalt_, c.kind, c.type,
                                          hasOp(c.kind) ? c.op : coilSum,
@@ -146,6 +150,7 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
     std::ostringstream costs;
     for (const auto& p : predictions) costs << " " << tune::algoName(p.algorithm) << "=" << p.microseconds << "us";
     COIL_INFO(kTune, describe(), ": predicted", costs.str(), " -> ", tune::algoName(choice.algorithm),
+              ", chunk ", slicesPerChunk * sliceBytes_ / 1024, " KiB",
               choice.forced ? " (forced by COIL_ALGO)"
                             : choice.forcedUnavailable ? " (COIL_ALGO's choice cannot run this call)" : "");
   }

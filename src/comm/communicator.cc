@@ -103,6 +103,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.nranks = nranks;
   topology.transport = slowestTransport();
   topology.chunkBytes = sliceBytes_ * slicesPerChunk_;
+  topology.sliceBytes = sliceBytes_;
   // The FIFO one-shot sends one slot per peer, or one message on each
   // peer's caller-driven path (transports/caller_io.h) when all have one.
   topology.fifoSlotBytes = sliceBytes_;

@@ -1,6 +1,7 @@
 #include "tune/tuner.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -294,15 +295,33 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
   }
 }
 
-double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
-  const double S = static_cast<double>(bytes), N = topo_.nranks;
-  const double C = std::max<double>(1, static_cast<double>(topo_.chunkBytes));
-  Cost m = cost(a);
-  if (topo_.nranks == 1) return S * m.betaUsPerB;  // a local copy
-  if (bytes > p_.cacheBytes / (4 * static_cast<uint64_t>(topo_.nranks))) {
+// The α, β, γ of `algorithm` for a call of `bytes`, beyond the cache scaled.
+static Cost effectiveCost(Cost m, uint64_t cacheBytes, int nranks, size_t bytes) {
+  if (bytes > cacheBytes / (4 * static_cast<uint64_t>(nranks))) {
     m.betaUsPerB *= m.memoryFactor;
     m.gammaUsPerB *= m.memoryFactor;
   }
+  return m;
+}
+
+size_t Model::chunkFor(CollKind kind, Algo a, size_t bytes) const {
+  const size_t largest = std::max<size_t>(1, topo_.chunkBytes);
+  const bool chain = (kind == CollKind::Broadcast && a == Algo::kRing) || kind == CollKind::Reduce;
+  if (!chain || topo_.nranks < 3 || topo_.sliceBytes == 0 || topo_.sliceBytes >= largest)
+    return largest;
+  const Cost m = effectiveCost(cost(a), p_.cacheBytes, topo_.nranks, bytes);
+  const double perByte = m.betaUsPerB + (kind == CollKind::Reduce ? m.gammaUsPerB : 0.0);
+  if (!(perByte > 0)) return largest;
+  const double best = std::sqrt(static_cast<double>(bytes) * m.alphaUs / ((topo_.nranks - 2) * perByte));
+  const size_t slices = static_cast<size_t>(std::llround(best / static_cast<double>(topo_.sliceBytes)));
+  return std::clamp<size_t>(slices, 1, largest / topo_.sliceBytes) * topo_.sliceBytes;
+}
+
+double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
+  const double S = static_cast<double>(bytes), N = topo_.nranks;
+  const double C = static_cast<double>(chunkFor(kind, a, bytes));
+  if (topo_.nranks == 1) return S * cost(a).betaUsPerB;  // a local copy
+  const Cost m = effectiveCost(cost(a), p_.cacheBytes, topo_.nranks, bytes);
   const double f = (N - 1) / N;
   switch (kind) {
     case CollKind::AllReduce:
@@ -419,6 +438,7 @@ Choice choose(const Model& model, CollKind kind, size_t bytes, const AlgorithmOv
     if (model.available(kind, f, bytes)) choice = {f, true, false};
     else choice.forcedUnavailable = true;
   }
+  choice.chunkBytes = model.chunkFor(kind, choice.algorithm, bytes);
   last = {true, kind, bytes, choice};
   return choice;
 }

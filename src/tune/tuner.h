@@ -49,7 +49,8 @@ struct Cost {
 struct Topology {
   int nranks = 1;
   std::string transport = "shm";  // the slowest transport in use: "shm" or "tcp"
-  size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk)
+  size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk): the largest
+  size_t sliceBytes = 0;          // one FIFO slice: chunks are whole slices (0: chunkBytes only)
   size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
@@ -77,6 +78,7 @@ struct Choice {
   Algo algorithm;
   bool forced;             // COIL_ALGO chose it
   bool forcedUnavailable;  // COIL_ALGO named one that cannot run this call: the model chose
+  size_t chunkBytes = 0;   // the chunk of a FIFO algorithm for this call (Model::chunkFor)
 };
 
 class AlgorithmOverride;
@@ -118,6 +120,13 @@ class Model {
   /// Predicted time of `algorithm` for a call moving `bytes` (the per-rank
   /// buffer; for all-gather/reduce-scatter the per-rank block × n).
   double predictUs(algo::CollKind kind, Algo algorithm, size_t bytes) const;
+  /// The chunk a FIFO algorithm uses for this call: whole slices, at most
+  /// Topology::chunkBytes. The pipelined chains (broadcast ring, reduce)
+  /// take the chunk that minimises (n-1 + S/C - 1)·(α + C·b), i.e.
+  /// C = sqrt(S·α / ((n-2)·b)) with b = β (+ γ for reduce): small chunks fill
+  /// a long chain sooner, large ones pay fewer hand-offs. Every other
+  /// algorithm takes the largest chunk (its cost only falls as C grows).
+  size_t chunkFor(algo::CollKind kind, Algo algorithm, size_t bytes) const;
   /// True when the one-shot runs through the window (else through FIFOs).
   bool oneShotUsesWindow() const { return topo_.windowSlotBytes != 0; }
   /// Slice all-reduce: bytes per piece, and the message size from which it

@@ -293,6 +293,39 @@ TEST(Selection, TreeLoadFollowsTheShape) {
                    m.predictUs(CollKind::AllReduce, Algo::kRing, 64 << 20));
 }
 
+// The pipelined chains take the chunk that balances filling the chain
+// against hand-offs: C = sqrt(S·α / ((n-2)·β)), in whole slices, at most
+// the largest chunk. Everything else keeps the largest chunk.
+TEST(Selection, ChainsChooseTheirChunkPerCall) {
+  Topology t = shmWindow(8);
+  t.sliceBytes = 256 << 10;  // chunkBytes: 4 slices
+  ScopedTune tune("shm:alpha=20,beta=0.00005,gamma=0.00005,memory=1");
+  Model m(t);
+  // 1 MiB over 8 ranks: sqrt(2^20 * 20 / (6 * 5e-5)) = 264 KB -> one slice.
+  EXPECT_EQ(m.chunkFor(CollKind::Broadcast, Algo::kRing, 1 << 20), size_t{256} << 10);
+  // With γ the reduce's per-byte cost doubles: sqrt(2) smaller, still one slice.
+  EXPECT_EQ(m.chunkFor(CollKind::Reduce, Algo::kChain, 1 << 20), size_t{256} << 10);
+  // 64 MiB: sqrt(2^26 * 20 / 3e-4) = 2.1 MB -> clamped to the largest, 1 MiB.
+  EXPECT_EQ(m.chunkFor(CollKind::Broadcast, Algo::kRing, 64 << 20), size_t{1} << 20);
+  // 8 MiB: 748 KB -> 3 slices.
+  EXPECT_EQ(m.chunkFor(CollKind::Broadcast, Algo::kRing, 8 << 20), size_t{768} << 10);
+  // Not chains: the largest chunk.
+  EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 1 << 20), size_t{1} << 20);
+  EXPECT_EQ(m.chunkFor(CollKind::Broadcast, Algo::kTree, 1 << 20), size_t{1} << 20);
+  // Two ranks: no chain to fill, the largest chunk.
+  Topology two = shmWindow(2);
+  two.sliceBytes = 256 << 10;
+  EXPECT_EQ(Model(two).chunkFor(CollKind::Broadcast, Algo::kRing, 1 << 20), size_t{1} << 20);
+  // The choice carries the chunk, and the prediction uses it: the chosen
+  // chunk predicts no worse than the largest one.
+  Choice c = choose(m, CollKind::Broadcast, 1 << 20, AlgorithmOverride("broadcast:ring"), nullptr);
+  EXPECT_EQ(c.chunkBytes, size_t{256} << 10);
+  const double chosen = m.predictUs(CollKind::Broadcast, Algo::kRing, 1 << 20);
+  const double largest = (7 + 1 - 1) * (20 + (1 << 20) * 0.00005);  // one 1 MiB chunk
+  EXPECT_LT(chosen, largest);
+  EXPECT_NEAR(chosen, (7 + 4 - 1) * (20 + (256 << 10) * 0.00005), 1e-6);
+}
+
 TEST(SpinAdvisor, DisabledNeverPolls) {
   SpinAdvisor a(0, 0);
   for (int i = 0; i < 100; ++i) {
