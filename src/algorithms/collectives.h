@@ -25,5 +25,7 @@ void directScatter(Primitives& p, const CallShape& shape);      // count = per-r
 // tree.cc — binary trees (input == output: they accumulate in place)
 void doubleTreeAllReduce(Primitives& p, const CallShape& shape);
 void treeBroadcast(Primitives& p, const CallShape& shape);
+void treeReduce(Primitives& p, const CallShape& shape);  // result on shape.root; ranks with two
+                                                         // children accumulate in place
 
 }  // namespace coil::algo

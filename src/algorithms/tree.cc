@@ -85,6 +85,14 @@ void doubleTreeAllReduce(Primitives& p, const CallShape& s) {
   }
 }
 
+// Tree reduce: the up pass of one tree rooted at `root`, chunk by chunk.
+// log-depth latency; the busiest rank receives and reduces two children's
+// data, so for large messages the chain (ring_family.cc) moves less per rank.
+void treeReduce(Primitives& p, const CallShape& s) {
+  const TreeNode node = treeNode(0, s.rank, s.nranks, s.root);
+  for (size_t o = 0; o < s.count; o += s.chunkElems) up(p, node, o, std::min(s.chunkElems, s.count - o));
+}
+
 void treeBroadcast(Primitives& p, const CallShape& s) {
   const TreeNode node = treeNode(0, s.rank, s.nranks, s.root);
   if (s.rank == s.root) p.copy(0, 0, s.count);

@@ -15,6 +15,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fifo_oneshot.h"
+#include "algorithms/tree_shape.h"
 #include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
 #include "core/error.h"
@@ -100,7 +101,7 @@ Program programFor(CollKind kind, tune::Algo a) {
     case CollKind::AllReduce:
     case CollKind::Barrier: return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
     case CollKind::Broadcast: return tree ? algo::treeBroadcast : algo::ringBroadcast;
-    case CollKind::Reduce: return algo::chainReduce;
+    case CollKind::Reduce: return tree ? algo::treeReduce : algo::chainReduce;
     case CollKind::AllGather: return algo::ringAllGather;
     case CollKind::ReduceScatter: return algo::ringReduceScatter;
     case CollKind::AllToAll: return algo::pairwiseAllToAll;
@@ -205,6 +206,20 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
       if (out != in) std::memmove(out, in, bytes);
     }
     data.input = c.recvbuff;
+  }
+  if (c.kind == CollKind::Reduce && tree) {
+    // The root accumulates in its recvbuff; another rank with two children
+    // in scratch (its recvbuff is not the caller's to write); the others
+    // only read their input.
+    const size_t bytes = c.count * esize;
+    if (rank_ == c.root) {
+      if (c.recvbuff != data.input) std::memmove(c.recvbuff, data.input, bytes);
+      data.input = c.recvbuff;
+    } else if (algo::treeNode(0, rank_, nranks_, c.root).children() == 2) {
+      if (reduceScratch_.size() < bytes) reduceScratch_.resize(bytes);
+      std::memcpy(reduceScratch_.data(), data.input, bytes);
+      data.input = data.output = reduceScratch_.data();
+    }
   }
   if (c.kind == CollKind::ReduceScatter) data.outputOrigin = c.count * static_cast<size_t>(rank_);
 

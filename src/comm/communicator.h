@@ -181,6 +181,7 @@ class Communicator {
   int maxSpinUs_ = 0;        // COIL_SPIN_US: longest pause-poll before a wait sleeps
   tune::SpinAdvisor spin_;   // how to wait, learned per message size
   std::map<int, PreMulSum> preMulOps_;
+  std::vector<uint8_t> reduceScratch_;  // tree reduce: accumulation on non-root ranks
   int nextOp_ = coilNumOps;
   std::atomic<coilResult_t> asyncError_{coilSuccess};
   std::mutex closeMutex_;

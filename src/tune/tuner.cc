@@ -266,13 +266,13 @@ const std::vector<Algo>& algorithmsFor(CollKind kind) {
   // A switch, not a map: this runs on every call.
   static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice};
   static const std::vector<Algo> ringTree{Algo::kRing, Algo::kTree};
-  static const std::vector<Algo> chain{Algo::kChain}, ring{Algo::kRing};
+  static const std::vector<Algo> chainTree{Algo::kChain, Algo::kTree}, ring{Algo::kRing};
   static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
   static const std::vector<Algo> barrier{Algo::kRing, Algo::kOneShot};
   switch (kind) {
     case CollKind::AllReduce: return allReduce;
     case CollKind::Broadcast: return ringTree;
-    case CollKind::Reduce: return chain;
+    case CollKind::Reduce: return chainTree;
     case CollKind::AllGather:
     case CollKind::ReduceScatter: return ring;
     case CollKind::AllToAll: return pairwise;
@@ -306,7 +306,8 @@ static Cost effectiveCost(Cost m, uint64_t cacheBytes, int nranks, size_t bytes)
 
 size_t Model::chunkFor(CollKind kind, Algo a, size_t bytes) const {
   const size_t largest = std::max<size_t>(1, topo_.chunkBytes);
-  const bool chain = (kind == CollKind::Broadcast && a == Algo::kRing) || kind == CollKind::Reduce;
+  const bool chain = (kind == CollKind::Broadcast && a == Algo::kRing) ||
+                     (kind == CollKind::Reduce && a == Algo::kChain);
   if (!chain || topo_.nranks < 3 || topo_.sliceBytes == 0 || topo_.sliceBytes >= largest)
     return largest;
   const Cost m = effectiveCost(cost(a), p_.cacheBytes, topo_.nranks, bytes);
@@ -363,6 +364,8 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
     }
     case CollKind::Reduce: {
       double chunks = std::max(1.0, std::ceil(S / C));
+      if (a == Algo::kTree)  // a parent receives and reduces two children's chunks per step
+        return (treeLoad_.depth + chunks) * m.alphaUs + 2 * S * (m.betaUsPerB + m.gammaUsPerB);
       return (N - 1 + chunks - 1) * (m.alphaUs + C * (m.betaUsPerB + m.gammaUsPerB));
     }
     case CollKind::AllGather:

@@ -84,7 +84,7 @@ Elem expected(const std::string& name, int r, int n, size_t count, int root, siz
     for (int q = 0; q < n; ++q) e.insert({q, o});
   } else if (name == "ringBroadcast" || name == "treeBroadcast") {
     e.insert({root, o});
-  } else if (name == "chainReduce") {
+  } else if (name == "chainReduce" || name == "treeReduce") {
     if (r == root)
       for (int q = 0; q < n; ++q) e.insert({q, o});
   } else if (name == "ringAllGather") {
@@ -215,6 +215,7 @@ const Case kCases[] = {
     {"ringBroadcast", ringBroadcast, false, 1, 1, 0},
     {"treeBroadcast", treeBroadcast, true, 1, 1, 0},
     {"chainReduce", chainReduce, false, 1, 1, 0},
+    {"treeReduce", treeReduce, true, 1, 1, 0},
     {"ringAllGather", ringAllGather, true, 0, 0, 0},
     {"ringReduceScatter", ringReduceScatter, false, 0, 1, 1},
     {"pairwiseAllToAll", pairwiseAllToAll, false, 0, 0, 0},

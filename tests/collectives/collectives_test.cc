@@ -228,7 +228,8 @@ std::vector<Setup> setups(Launch launch) {
   std::vector<Setup> out;
   for (const char* transport : {"shm", "tcp"})
     for (int n : {1, 2, 3, 5, 8})
-      for (const char* algo : {"", "allreduce:tree,broadcast:tree", "allreduce:ring,broadcast:ring",
+      for (const char* algo : {"", "allreduce:tree,broadcast:tree,reduce:tree",
+                               "allreduce:ring,broadcast:ring,reduce:chain",
                                "allreduce:oneshot", "allreduce:slice"})
       {
         Setup s;
