@@ -31,16 +31,27 @@ WaitPlan SpinAdvisor::planOf(int arm) const {
 // are common when the peer answers at once, and then pause costs nothing
 // while a yield is a system call. Exploring gets rare when the other ways
 // look clearly dearer.
+uint32_t SpinAdvisor::firstSamples(const SizeClass& c, int arm) const {
+  if (arm != kSleep) return kFirstSamples[arm];
+  // Sleep first only when the polling ways measured so far are slow.
+  double fastestPoll = 0;
+  for (int a : {kPause, kYield})
+    if (enabled(a) && c.samples[a] > 0 && (fastestPoll == 0 || c.averageUs[a] < fastestPoll))
+      fastestPoll = c.averageUs[a];
+  return fastestPoll > 0 && fastestPoll < kSleepWorthUs ? 0 : kFirstSamples[kSleep];
+}
+
 void SpinAdvisor::choose(SizeClass& c) const {
   int best = -1;
   for (int a : {kPause, kYield, kSleep}) {
     if (!enabled(a)) continue;
-    if (c.samples[a] < 4) return void(c.best = -1);
+    if (c.samples[a] < firstSamples(c, a)) return void(c.best = -1);
+    if (c.samples[a] == 0) continue;  // not tried yet (a sleep skipped at first)
     if (best < 0 || c.averageUs[a] < kSwitchBelow * c.averageUs[best]) best = a;
   }
   double runnerUp = 0;
   for (int a = 0; a < kArms; ++a)
-    if (a != best && enabled(a) && (runnerUp == 0 || c.averageUs[a] < runnerUp))
+    if (a != best && enabled(a) && c.samples[a] > 0 && (runnerUp == 0 || c.averageUs[a] < runnerUp))
       runnerUp = c.averageUs[a];
   c.best = best;
   c.interval = runnerUp > kClearlyWorse * c.averageUs[best] ? kExploreRarely : kExploreEvery;
@@ -57,7 +68,7 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
   if (c.best < 0) {
     // First samples of every enabled way.
     for (int a : {kPause, kYield, kSleep})
-      if (enabled(a) && c.samples[a] < 4) return planOf(a);
+      if (enabled(a) && c.samples[a] < firstSamples(c, a)) return planOf(a);
     choose(c);
   }
   if ((c.calls & (c.interval - 1)) == 0) {
