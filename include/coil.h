@@ -156,6 +156,16 @@ coilResult_t coilCommDestroy(coilComm_t comm);
 /// connection close and fail with coilRemoteError.
 coilResult_t coilCommAbort(coilComm_t comm);
 
+/// Marks the communicator failed without freeing it (as MPI ULFM's
+/// MPIX_Comm_revoke; local, not collective). Safe to call from any thread:
+/// a call blocked on `comm` returns an error within 100 ms, every later call
+/// fails at once with a message saying it was revoked, and peers see the
+/// connections close and fail with coilRemoteError. The handle stays valid
+/// for coilGetLastError, coilCommGetAsyncError and coilCommDestroy, which
+/// frees it. Unlike coilCommAbort, no thread can then be left holding a
+/// freed handle: revoke, let the threads that use `comm` return, destroy.
+coilResult_t coilCommRevoke(coilComm_t comm);
+
 /// Number of ranks in the communicator.
 coilResult_t coilCommCount(const coilComm_t comm, int* count);
 

@@ -253,6 +253,14 @@ coilResult_t coilCommAbort(coilComm_t comm) {
   });
 }
 
+coilResult_t coilCommRevoke(coilComm_t comm) {
+  return guarded("coilCommRevoke", nullptr, [&] {
+    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    comm->abortFlag.store(true);  // a pending non-blocking init stops too
+    if (comm->initState.load() == coilSuccess) comm->impl->closeAll();
+  });
+}
+
 coilResult_t coilCommCount(const coilComm_t comm, int* count) {
   return guarded("coilCommCount", comm, [&] {
     if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");

@@ -322,11 +322,13 @@ void Communicator::agreeOnSlices() {
 }
 
 void Communicator::checkUsable() const {
+  // The revoke first: it is why a call in flight broke the communicator.
+  if (abortFlag_ && abortFlag_->load())
+    fail(coilInvalidUsage, "the communicator was revoked or aborted (coilCommRevoke/coilCommAbort)");
   coilResult_t err = asyncError_.load();
   if (err != coilSuccess)
     fail(err, "the communicator is broken by an earlier error (",
          resultName(err), "); destroy it and create a new one");
-  if (abortFlag_ && abortFlag_->load()) fail(coilInvalidUsage, "the communicator was aborted");
 }
 
 void Communicator::breakWith(const Error& e) {

@@ -94,8 +94,13 @@ void CoilBackend::abort() {
   // Drop the queue first: once the comm is aborted, nothing may start on it.
   queue_->failPending(closedError("aborted"));
   aborting_->store(true);  // the running body starts no further coil call
-  coilCommAbort(comm_.exchange(nullptr));  // the call in progress returns with an error
+  // Revoke, not abort: the call in progress returns with an error but the
+  // handle stays valid, so a body between two coil calls cannot touch freed
+  // memory. It is freed once the worker has returned.
+  coilComm_t comm = comm_.exchange(nullptr);
+  coilCommRevoke(comm);
   queue_->stop();
+  coilCommDestroy(comm);
 }
 
 CommRef CoilBackend::commRef() const {

@@ -127,7 +127,7 @@ class CoilBackend : public c10d::Backend {
   void failCollectedBatch(const char* how);
 
   std::atomic<coilComm_t> comm_{nullptr};
-  // Set by abort() before it frees the comm; every body's CommRef shares it.
+  // Set by abort() when it revokes the comm; every body's CommRef shares it.
   std::shared_ptr<std::atomic<bool>> aborting_ = std::make_shared<std::atomic<bool>>(false);
   std::chrono::milliseconds timeout_;
   std::string groupName_;

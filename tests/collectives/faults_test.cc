@@ -141,6 +141,60 @@ TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
   });
 }
 
+// Revoke, unlike abort, leaves the handle valid: the blocked call returns
+// within 100 ms, later calls fail at once naming the revoke, the peer fails
+// fast, and destroy frees it.
+class Revoke : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
+  std::atomic<bool> revoked{false};
+  runRanksRaw({2, Launch::Threads, GetParam()}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
+    ASSERT_NE(comm, nullptr);
+    if (rank == 0) {
+      std::atomic<int64_t> revokedAtNs{0};
+      std::thread revoker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        revokedAtNs = Clock::now().time_since_epoch().count();
+        EXPECT_EQ(coilCommRevoke(comm), coilSuccess);
+        revoked = true;
+      });
+      float x[4] = {};
+      coilResult_t rc = coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr);
+      const int64_t returnedNs = Clock::now().time_since_epoch().count();
+      revoker.join();
+      EXPECT_NE(rc, coilSuccess);
+      EXPECT_LT((returnedNs - revokedAtNs.load()) / 1e6, 100.0) << "ms from revoke to return";
+      // The handle is still valid: its error, its count, and a clear refusal.
+      int count = 0;
+      EXPECT_EQ(coilCommCount(comm, &count), coilSuccess);
+      EXPECT_EQ(count, 2);
+      EXPECT_EQ(coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr), coilInvalidUsage);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("revoked"), std::string::npos)
+          << coilGetLastError(comm);
+      EXPECT_EQ(coilCommRevoke(comm), coilSuccess) << "revoking twice is harmless";
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    } else {
+      while (!revoked) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      // Rank 0's input may already be on its way (tcp buffers it), so the
+      // first call may still complete, with the right sum; the next fails.
+      float y[4] = {};
+      auto t0 = Clock::now();
+      coilResult_t rc = coilSuccess;
+      for (int call = 0; call < 2 && rc == coilSuccess; ++call) {
+        rc = coilAllReduce(y, y, 4, coilFloat, coilSum, comm, nullptr);
+        if (rc == coilSuccess) EXPECT_EQ(y[0], 0.0f);
+      }
+      EXPECT_EQ(rc, coilRemoteError) << coilGetLastError(comm);
+      EXPECT_LT(secondsSince(t0), 5.0);
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    }
+  });
+  EXPECT_EQ(coilCommRevoke(nullptr), coilInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Revoke, ::testing::Values("shm", "tcp"));
+
 // A rank process dies in the middle of a large all-reduce; every survivor
 // must get coilRemoteError within seconds (not the 60 s timeout).
 class PeerDeath : public ::testing::TestWithParam<std::string> {};
