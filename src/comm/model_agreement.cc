@@ -1,5 +1,6 @@
 #include "comm/model_agreement.h"
 
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 #include <vector>
