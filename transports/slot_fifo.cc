@@ -99,7 +99,7 @@ void* SlotFifo::acquire(const WaitWatch& watch, WaitFailure* why) {
           if (ctl_->consumerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
           if (processGone(ctl_->consumerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
         },
-        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; });
+        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; }, watch.pollUs);
   } catch (const WaitAbandoned& w) {
     *why = w.why;
     return nullptr;
@@ -121,7 +121,7 @@ bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
           if (ctl_->producerClosed.load() && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerClosed};
           if (processGone(ctl_->producerPid) && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerDied};
         },
-        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; });
+        watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; }, watch.pollUs);
   } catch (const WaitAbandoned& w) {
     *why = w.why;
     return false;

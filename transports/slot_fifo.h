@@ -79,6 +79,9 @@ enum class WaitFailure { Timeout, PeerClosed, PeerDied, Aborted };
 struct WaitWatch {
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* abortFlag = nullptr;  // the communicator's
+  /// Poll this long (yielding) before sleeping: the waits of one collective,
+  /// whose peers work through the same slices (waitUntil's pollUs).
+  int pollUs = 0;
 };
 
 /// A view of one FIFO; it does not own the memory.

@@ -176,7 +176,9 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
     op = coilSum;
   }
 
-  transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_};
+  // The FIFO waits of one collective poll (yielding) for up to COIL_SPIN_US
+  // before sleeping: after the first slice the peers are inside the same call.
+  transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
   CollectiveCall direct = c;
   direct.op = op;
   if (runDirect(direct, choice.algorithm, input, tag, describe, watch)) return;

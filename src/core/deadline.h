@@ -8,6 +8,8 @@
 // waited for.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -48,15 +50,28 @@ void futexWakeAll(const std::atomic<uint32_t>* word);
 /// issues a wake syscall when it is non-zero). Between sleeps it calls
 /// check(), which throws to end the wait (abort, dead peer); at the deadline
 /// it calls onTimeout(), which must throw.
+/// `pollUs` > 0 adds a phase between the spin and the sleep: poll for up to
+/// that long, yielding the CPU between polls (for a peer known to be working
+/// on the same call: it will answer within microseconds, and a futex sleep
+/// would cost a wake-up each time; yielding, not pausing, because the peer
+/// may share this core).
 template <typename Ready, typename Check, typename OnTimeout>
 void waitUntil(const std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, Ready&& ready,
-               Check&& check, const Deadline& deadline, OnTimeout&& onTimeout) {
+               Check&& check, const Deadline& deadline, OnTimeout&& onTimeout, int pollUs = 0) {
   // Phase 1: spin. Cheap when the producer is running on another core.
   for (int i = 0; i < 256; ++i) {
     if (ready()) return;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
+  }
+  // Phase 1b: poll, handing the core over between polls.
+  if (pollUs > 0) {
+    const auto until = Clock::now() + std::chrono::microseconds(pollUs);
+    do {
+      if (ready()) return;
+      sched_yield();
+    } while (Clock::now() < until);
   }
   // Phase 2: sleep on the futex in short slices.
   for (;;) {
