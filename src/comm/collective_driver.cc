@@ -150,8 +150,12 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   if (logTune) {
     std::ostringstream costs;
     for (const auto& p : predictions) costs << " " << tune::algoName(p.algorithm) << "=" << p.microseconds << "us";
+    // The chunk matters to the FIFO programs; one-shot and slice have none.
+    const bool direct = choice.algorithm == tune::Algo::kOneShot || choice.algorithm == tune::Algo::kSlice;
+    const std::string chunk =
+        direct ? "" : ", chunk " + std::to_string(slicesPerChunk * sliceBytes_ / 1024) + " KiB";
     COIL_INFO(kTune, describe(), ": predicted", costs.str(), " -> ", tune::algoName(choice.algorithm),
-              ", chunk ", slicesPerChunk * sliceBytes_ / 1024, " KiB",
+              chunk,
               choice.forced ? " (forced by COIL_ALGO)"
                             : choice.forcedUnavailable ? " (COIL_ALGO's choice cannot run this call)" : "");
   }

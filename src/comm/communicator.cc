@@ -81,7 +81,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   pids[rank] = getpid();
   bootstrap_->allGather(pids.data(), sizeof(int32_t));
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(pids[0]);
-  algoOverride_ = tune::AlgorithmOverride(env::get("COIL_ALGO").value_or(""));
+  const std::string algoSpec = env::get("COIL_ALGO").value_or("");
+  algoOverride_ = tune::AlgorithmOverride(algoSpec);
   // How waiting ranks wait is learned per call (tune/spin_advisor.h), among
   // sleeping at once, polling with pause for up to COIL_SPIN_US (default 50;
   // never when ranks outnumber the cores) and polling with sched_yield for
@@ -119,7 +120,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.cores = onlineCpus();
   topology.cacheBytes = lastLevelCacheBytes();
   model_ = tune::Model(topology);
-  agreeOnModel(*bootstrap_, rank, nranks, env::get("COIL_ALGO").value_or(""), model_);
+  agreeOnModel(*bootstrap_, rank, nranks, algoSpec, model_);
   COIL_INFO(kTune, "rank ", rank, ": cost model from ", rank == 0 ? model_.origin() : "rank 0");
   tune::Algo forced;
   if (!window_ && nranks > 1 && algoOverride_.forced(algo::CollKind::AllReduce, &forced) &&
