@@ -4,7 +4,9 @@
 Two measurements, each on both backends in the same processes (coil is the
 default group, gloo a group of the same ranks), alternating so machine noise
 hits both alike:
-  1. DDP training step time of an MLP of about 10 M parameters (CPU, SGD);
+  1. DDP training step time of an MLP of about 10 M parameters (CPU, SGD),
+     next to the same step without DDP, with DDP but no communication, and
+     the time the step's bucket all-reduces take alone;
   2. dist.all_reduce bus bandwidth (float32, SUM) over a range of sizes,
      busbw = bytes / time * 2 (n - 1) / n, as nccl-tests and coil_perf report it.
 
@@ -13,7 +15,7 @@ hits both alike:
 
 Needs coil_torch importable (PYTHONPATH=python, COIL_TORCH_EXT_DIR=<build>/src/torch).
 Prints a table and the ratio coil/gloo of the median DDP step time
-(target: <= 0.7).
+(target: <= 0.7); --runs N repeats the DDP comparison and prints every ratio.
 """
 import argparse
 import datetime
@@ -30,6 +32,8 @@ def parse_args():
     p.add_argument("--nproc", type=int, default=2, help="ranks to spawn (without torchrun)")
     p.add_argument("--steps", type=int, default=20, help="timed DDP steps per backend")
     p.add_argument("--warmup", type=int, default=3, help="untimed DDP steps per backend")
+    p.add_argument("--runs", type=int, default=1,
+                   help="repeat the DDP comparison this often; prints each run's ratio")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--width", type=int, default=1536,
                    help="MLP width; 1536 gives about 10 M parameters")
@@ -87,7 +91,10 @@ def bench(rank, world, args):
     models["nocomm"] = DDP(make_model(torch, args.width), process_group=gloo,
                            gradient_as_bucket_view=args.bucket_view)
 
+    bucket_elems = {}  # bucket index -> elements, as DDP laid them out
+
     def no_communication(state, bucket):
+        bucket_elems[bucket.index()] = bucket.buffer().numel()
         fut = torch.futures.Future()
         fut.set_result(bucket.buffer())
         return fut
@@ -98,22 +105,49 @@ def bench(rank, world, args):
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(args.batch, 512, generator=g)
     y = torch.randint(0, 1000, (args.batch,), generator=g)
-    step_times = {name: [] for name in models}
 
     def step(name):
         opts[name].zero_grad()
         torch.nn.functional.cross_entropy(models[name](x), y).backward()
         opts[name].step()
 
-    for i in range(args.warmup + args.steps):
-        for name in models:  # alternate, so all see the same machine state
-            dist.barrier(group=gloo)
-            t0 = time.perf_counter()
-            step(name)
-            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
-            if i >= args.warmup:
-                step_times[name].append(t.item())
+    # "alone:<backend>": the all-reduces of one step's buckets, issued as DDP
+    # issues them (asynchronously, in bucket order) but with nothing else
+    # running: what communication would add if it could not overlap compute
+    # and did not compete with it for the cores.
+    alone_times = {name: [] for name in groups}
+    buckets = None
+
+    def time_one(fn):
+        dist.barrier(group=gloo)
+        t0 = time.perf_counter()
+        fn()
+        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+        return t.item()
+
+    def all_reduce_buckets(grp):
+        works = [dist.all_reduce(b, group=grp, async_op=True) for b in buckets]
+        for w in works:
+            w.wait()
+
+    run_ratios = []
+    for run in range(args.runs):
+        step_times = {name: [] for name in models}
+        for i in range(args.warmup + args.steps):
+            for name in models:  # alternate, so all see the same machine state
+                bucket_elems.clear()
+                t = time_one(lambda: step(name))
+                if i >= args.warmup:
+                    step_times[name].append(t)
+                if name == "nocomm" and buckets is None and i >= args.warmup:
+                    # DDP lays the buckets out anew after its first step: take them later.
+                    buckets = [torch.ones(bucket_elems[k]) for k in sorted(bucket_elems)]
+            if i >= args.warmup and buckets is not None:
+                for name, grp in groups.items():
+                    alone_times[name].append(time_one(lambda: all_reduce_buckets(grp)))
+        run_ratios.append(statistics.median(step_times["coil"]) /
+                          statistics.median(step_times["gloo"]))
 
     # ---- all_reduce bus bandwidth -------------------------------------------------
     busbw = {name: {} for name in groups}
@@ -137,6 +171,8 @@ def bench(rank, world, args):
         med = {name: statistics.median(ts) for name, ts in step_times.items()}
         ratio = med["coil"] / med["gloo"]
         over = {name: med[name] - med["local"] for name in groups}
+        alone = {name: statistics.median(ts) if ts else float("nan")
+                 for name, ts in alone_times.items()}
         print(f"torch {torch.__version__}, {world} ranks, {args.threads} thread(s) each, "
               f"MLP with {nparams / 1e6:.1f} M parameters, batch {args.batch}, "
               f"gradient_as_bucket_view={args.bucket_view}, bound to a core: {args.bind}")
@@ -148,6 +184,14 @@ def bench(rank, world, args):
               f"the floor, {med['nocomm'] / med['gloo']:.2f} of gloo; communication adds "
               f"coil {(med['coil'] - med['nocomm']) * 1e3:.1f} ms, "
               f"gloo {(med['gloo'] - med['nocomm']) * 1e3:.1f} ms")
+        if buckets is not None:
+            print(f"  the same {len(buckets)} bucket all-reduces alone "
+                  f"({', '.join(f'{b.numel() * 4 / 2**20:.1f}' for b in buckets)} MiB): "
+                  f"coil {alone['coil'] * 1e3:.1f} ms, gloo {alone['gloo'] * 1e3:.1f} ms")
+        if args.runs > 1:
+            print(f"  ratio coil/gloo in each of the {args.runs} runs (the lines above are the last): "
+                  f"{', '.join(f'{r:.2f}' for r in run_ratios)}; "
+                  f"median {statistics.median(run_ratios):.2f}")
         print(f"{'bytes':>10} {'coil us':>10} {'coil busbw':>11} {'gloo us':>10} "
               f"{'gloo busbw':>11} {'coil/gloo time':>15}")
         for nbytes in busbw["coil"]:
@@ -161,6 +205,7 @@ def bench(rank, world, args):
                 json.dump({"torch": torch.__version__, "world": world, "params": nparams,
                            "ddp_step_s": med, "ddp_ratio": ratio, "ddp_added_s": over,
                            "ddp_floor_ratio": med["nocomm"] / med["gloo"],
+                           "ddp_run_ratios": run_ratios, "buckets_alone_s": alone,
                            "ddp_step_all_s": step_times, "allreduce_s": lat,
                            "allreduce_busbw_GBps": busbw}, f, indent=1)
     dist.destroy_process_group()
