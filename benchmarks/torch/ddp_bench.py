@@ -111,11 +111,10 @@ def bench(rank, world, args):
         torch.nn.functional.cross_entropy(models[name](x), y).backward()
         opts[name].step()
 
-    # "alone:<backend>": the all-reduces of one step's buckets, issued as DDP
-    # issues them (asynchronously, in bucket order) but with nothing else
-    # running: what communication would add if it could not overlap compute
-    # and did not compete with it for the cores.
-    alone_times = {name: [] for name in groups}
+    # The all-reduces of one step's buckets "alone": issued as DDP issues them
+    # (asynchronously, in bucket order) but with nothing else running, timed
+    # after every step. Communication that can neither overlap compute nor
+    # slow it down would add exactly this to a step.
     buckets = None
 
     def time_one(fn):
@@ -134,6 +133,7 @@ def bench(rank, world, args):
     run_ratios = []
     for run in range(args.runs):
         step_times = {name: [] for name in models}
+        alone_times = {name: [] for name in groups}
         for i in range(args.warmup + args.steps):
             for name in models:  # alternate, so all see the same machine state
                 bucket_elems.clear()
