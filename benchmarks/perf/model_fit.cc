@@ -26,6 +26,17 @@ struct Normal {
   }
 };
 
+// Weighted sums of a one-column linear model through the origin, y = a·x.
+struct Slope {
+  double sxy = 0, sxx = 0;
+  void add(double x, double y, double w) {
+    sxy += w * x * y;
+    sxx += w * x * x;
+  }
+  bool defined() const { return sxx > 0; }
+  double value() const { return sxy / sxx; }
+};
+
 double relativeWeight(double us) { return 1.0 / (us * us); }
 
 std::string formatNumber(double v) {
@@ -71,53 +82,48 @@ double fitMemoryFactor(const std::vector<Sample>& samples, int nranks, const Mod
   scalable.memoryFactor = 1;
   ModelParams beyond = m;
   beyond.memoryFactor = 2;  // any value != 1 tells which samples it applies to
-  double sxy = 0, sxx = 0;
+  Slope fit;
   for (const Sample& s : samples) {
     if (!(s.us > 0) || memoryScale(beyond, nranks, s.bytes) == 1.0) continue;
     const double base = predict(fixed, s.bytes);
-    const double x = predict(scalable, s.bytes) - base;
-    const double w = relativeWeight(s.us);
-    sxy += w * x * (s.us - base);
-    sxx += w * x * x;
+    fit.add(predict(scalable, s.bytes) - base, s.us - base, relativeWeight(s.us));
   }
-  return sxx > 0 ? std::max(0.0, sxy / sxx) : 1.0;
+  return fit.defined() ? std::max(0.0, fit.value()) : 1.0;
 }
 
 double fitTreeBeta(const std::vector<Sample>& samples, int nranks, const ModelParams& m,
                    size_t chunkBytes) {
   const coil::algo::TreeLoad load = coil::algo::doubleTreeLoad(nranks);
-  double sxy = 0, sxx = 0;
+  ModelParams noBeta = m;
+  noBeta.betaUsPerByte = 0;
+  Slope fit;
   for (const Sample& s : samples) {
     if (!(s.us > 0)) continue;
-    ModelParams noBeta = m;
-    noBeta.betaUsPerByte = 0;
     const double rest = s.us - predictTreeAllReduceUs(noBeta, nranks, s.bytes, chunkBytes);
-    const double x = load.sentPerByte * s.bytes * memoryScale(m, nranks, s.bytes);
-    const double w = relativeWeight(s.us);
-    sxy += w * x * rest;
-    sxx += w * x * x;
+    fit.add(load.sentPerByte * s.bytes * memoryScale(m, nranks, s.bytes), rest,
+            relativeWeight(s.us));
   }
-  if (!(sxx > 0)) throw std::invalid_argument("fitTreeBeta: needs timed samples of non-zero size");
-  return std::max(0.0, sxy / sxx);
+  if (!fit.defined())
+    throw std::invalid_argument("fitTreeBeta: needs timed samples of non-zero size");
+  return std::max(0.0, fit.value());
 }
 
 double fitRingGamma(const std::vector<Sample>& samples, int nranks, const ModelParams& ab,
                     size_t chunkBytes, double* unclamped) {
-  double sxy = 0, sxx = 0;
+  // What α and β explain already; γ must explain the rest.
+  ModelParams noGamma = ab;
+  noGamma.gammaUsPerByte = 0;
+  Slope fit;
   for (const Sample& s : samples) {
     if (!(s.us > 0)) continue;
-    // What α and β explain already; γ must explain the rest.
-    ModelParams noGamma = ab;
-    noGamma.gammaUsPerByte = 0;
     const double rest = s.us - predictRingAllReduceUs(noGamma, nranks, s.bytes, chunkBytes);
-    const double x = (nranks - 1.0) / nranks * s.bytes * memoryScale(ab, nranks, s.bytes);
-    const double w = relativeWeight(s.us);
-    sxy += w * x * rest;
-    sxx += w * x * x;
+    fit.add((nranks - 1.0) / nranks * s.bytes * memoryScale(ab, nranks, s.bytes), rest,
+            relativeWeight(s.us));
   }
-  if (!(sxx > 0)) throw std::invalid_argument("fitRingGamma: needs timed samples of non-zero size");
-  if (unclamped != nullptr) *unclamped = sxy / sxx;
-  return std::max(0.0, sxy / sxx);
+  if (!fit.defined())
+    throw std::invalid_argument("fitRingGamma: needs timed samples of non-zero size");
+  if (unclamped != nullptr) *unclamped = fit.value();
+  return std::max(0.0, fit.value());
 }
 
 std::string calibrationLines(const std::string& transport, const Calibration& c) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -39,6 +40,20 @@ ScopedEnv::~ScopedEnv() {
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+InterruptedCall callInterruptedAfter(int delayMs, const std::function<void()>& interrupt,
+                                     const std::function<coilResult_t()>& call) {
+  std::atomic<int64_t> interruptedAtNs{0};
+  std::thread interrupter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+    interruptedAtNs = Clock::now().time_since_epoch().count();
+    interrupt();
+  });
+  const coilResult_t result = call();
+  const int64_t returnedNs = Clock::now().time_since_epoch().count();
+  interrupter.join();
+  return {result, (returnedNs - interruptedAtNs.load()) / 1e6};
 }
 
 coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs) {

@@ -61,6 +61,17 @@ using Clock = std::chrono::steady_clock;
 /// Seconds elapsed since `t` (fault tests bound how long a failure takes).
 double secondsSince(Clock::time_point t);
 
+/// Runs `call` on this thread while another thread waits `delayMs`, then
+/// runs `interrupt` (an abort or revoke of the comm `call` blocks on).
+/// Returns call's result and the milliseconds from the start of `interrupt`
+/// to call's return (fault tests bound how fast an interrupt takes effect).
+struct InterruptedCall {
+  coilResult_t result;
+  double msAfterInterrupt;
+};
+InterruptedCall callInterruptedAfter(int delayMs, const std::function<void()>& interrupt,
+                                     const std::function<coilResult_t()>& call);
+
 /// coilCommInitRankConfig with a timeout; a failure is a test failure and
 /// returns nullptr.
 coilComm_t initWithTimeout(const coilUniqueId& id, int n, int rank, int64_t timeoutMs);
