@@ -24,6 +24,16 @@ extern "C" {
 /// Version code as coilGetVersion reports it: major*10000 + minor*100 + patch.
 #define COIL_VERSION_CODE (COIL_MAJOR * 10000 + COIL_MINOR * 100 + COIL_PATCH)
 
+/* In C++ coil's enums have int as their fixed underlying type, so any int
+ * a C caller passes is a value of the type, and coil can reject a bad one
+ * by value (without it, even loading 42 as a coilDataType_t would be
+ * undefined behaviour). In C the enums are ints already. */
+#ifdef __cplusplus
+#define COIL_ENUM_BASE : int
+#else
+#define COIL_ENUM_BASE
+#endif
+
 /// Opaque communicator handle.
 typedef struct coilComm* coilComm_t;
 
@@ -38,7 +48,7 @@ typedef struct {
 } coilUniqueId;
 
 /// Result codes. Values match NCCL's ncclResult_t.
-typedef enum {
+typedef enum COIL_ENUM_BASE {
   coilSuccess = 0,
   coilUnhandledCudaError = 1,
   coilSystemError = 2,
@@ -52,7 +62,7 @@ typedef enum {
 } coilResult_t;
 
 /// Element types. Values match NCCL's ncclDataType_t.
-typedef enum {
+typedef enum COIL_ENUM_BASE {
   coilInt8 = 0,
   coilChar = 0,
   coilUint8 = 1,
@@ -73,7 +83,7 @@ typedef enum {
 
 /// Reduction operators. Values match NCCL's ncclRedOp_t.
 /// coilAvg is the sum divided by the rank count (integers truncate).
-typedef enum {
+typedef enum COIL_ENUM_BASE {
   coilSum = 0,
   coilProd = 1,
   coilMax = 2,
@@ -259,7 +269,7 @@ coilResult_t coilGroupStart(void);
 coilResult_t coilGroupEnd(void);
 
 /// Where coilRedOpCreatePreMulSum's scalar lives.
-typedef enum {
+typedef enum COIL_ENUM_BASE {
   coilScalarDevice = 0,        ///< scalar points to memory read at call time
   coilScalarHostImmediate = 1  ///< *scalar is read once, at creation
 } coilScalarResidence_t;

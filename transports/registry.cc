@@ -2,6 +2,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/fork_guard.h"
 #include "core/error.h"
 #include "transports/transport.h"
 
@@ -19,8 +20,12 @@ std::vector<Entry>& entries() {
   return e;
 }
 std::mutex& registryMutex() {
-  static std::mutex m;
-  return m;
+  static std::mutex* m = [] {
+    auto* mutex = new std::mutex;
+    guardAcrossFork(*mutex);  // a forked child may create communicators
+    return mutex;
+  }();
+  return *m;
 }
 
 }  // namespace

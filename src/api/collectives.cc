@@ -3,6 +3,8 @@
 #include "api/guard.h"
 #include "reduce/reduce.h"
 
+#include <string>
+
 using coil::api::guarded;
 
 namespace coil::api {
@@ -25,10 +27,17 @@ void checkBuffers(const void* sendbuff, size_t sendBytes, const void* recvbuff, 
          " bytes); pass the same pointer for in-place");
 }
 
-size_t checkedBytes(size_t count, coilDataType_t type) {
-  size_t size = reduce::typeSize(type);
-  if (count > SIZE_MAX / size) fail(coilInvalidArgument, "count ", count, " overflows size_t bytes");
-  return count * size;
+/// count × blocks × the type's size, or coilInvalidArgument when the
+/// product does not fit in size_t (blocks: 1, or the rank count for the
+/// collectives whose buffer holds one block per rank).
+size_t checkedBytes(size_t count, coilDataType_t type, size_t blocks = 1) {
+  size_t elements = 0, bytes = 0;
+  if (__builtin_mul_overflow(count, blocks, &elements) ||
+      __builtin_mul_overflow(elements, reduce::typeSize(type), &bytes))
+    fail(coilInvalidArgument, "count ", count, blocks > 1 ? " x " : "",
+         blocks > 1 ? std::to_string(blocks) + " ranks" : std::string(), " of ",
+         reduce::typeName(type), " overflows size_t bytes");
+  return bytes;
 }
 
 void checkType(int type) {
@@ -115,7 +124,7 @@ extern "C" coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size
     Communicator& c = api::usable(comm);
     api::checkType(datatype);
     size_t bytes = api::checkedBytes(sendcount, datatype);
-    size_t total = api::checkedBytes(sendcount * static_cast<size_t>(c.nranks()), datatype);
+    size_t total = api::checkedBytes(sendcount, datatype, static_cast<size_t>(c.nranks()));
     // In-place is sendbuff == recvbuff + rank * sendcount: a partial overlap
     // that is allowed, so compare against this rank's own block.
     const uint8_t* mine = static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(c.rank()) * bytes;
@@ -134,7 +143,7 @@ extern "C" coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, 
     api::checkType(datatype);
     api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(recvcount, datatype);
-    size_t total = api::checkedBytes(recvcount * static_cast<size_t>(c.nranks()), datatype);
+    size_t total = api::checkedBytes(recvcount, datatype, static_cast<size_t>(c.nranks()));
     const uint8_t* mine = static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(c.rank()) * bytes;
     if (recvbuff != mine) api::checkBuffers(sendbuff, total, recvbuff, bytes, stream);
     else api::checkBuffers(sendbuff, total, nullptr, 0, stream);
@@ -149,7 +158,7 @@ extern "C" coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_
     api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
     api::checkType(datatype);
-    size_t total = api::checkedBytes(count * static_cast<size_t>(c.nranks()), datatype);
+    size_t total = api::checkedBytes(count, datatype, static_cast<size_t>(c.nranks()));
     if (total > 0 && sendbuff == recvbuff)
       fail(coilInvalidArgument, "all-to-all cannot run in place (sendbuff == recvbuff)");
     api::checkBuffers(sendbuff, total, recvbuff, total, stream);
@@ -166,7 +175,7 @@ extern "C" coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t 
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(sendcount, datatype);
-    size_t total = api::checkedBytes(sendcount * static_cast<size_t>(c.nranks()), datatype);
+    size_t total = api::checkedBytes(sendcount, datatype, static_cast<size_t>(c.nranks()));
     if (c.rank() != root) api::checkBuffers(sendbuff, bytes, nullptr, 0, stream);
     else if (sendbuff == static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(root) * bytes)
       api::checkBuffers(nullptr, 0, recvbuff, total, stream);
@@ -184,7 +193,7 @@ extern "C" coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(recvcount, datatype);
-    size_t total = api::checkedBytes(recvcount * static_cast<size_t>(c.nranks()), datatype);
+    size_t total = api::checkedBytes(recvcount, datatype, static_cast<size_t>(c.nranks()));
     if (c.rank() != root) api::checkBuffers(nullptr, 0, recvbuff, bytes, stream);
     else if (recvbuff == static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(root) * bytes)
       api::checkBuffers(sendbuff, total, nullptr, 0, stream);
@@ -238,6 +247,7 @@ extern "C" coilResult_t coilRedOpCreatePreMulSum(coilRedOp_t* op, void* scalar,
                                                  coilScalarResidence_t residence,
                                                  coilComm_t comm) {
   return guarded("coilRedOpCreatePreMulSum", comm, [&] {
+    api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
     if (op == nullptr) fail(coilInvalidArgument, "op is NULL");
     if (scalar == nullptr) fail(coilInvalidArgument, "scalar is NULL");
@@ -249,5 +259,8 @@ extern "C" coilResult_t coilRedOpCreatePreMulSum(coilRedOp_t* op, void* scalar,
 }
 
 extern "C" coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm) {
-  return guarded("coilRedOpDestroy", comm, [&] { api::usable(comm).destroyOp(op); });
+  return guarded("coilRedOpDestroy", comm, [&] {
+    api::InFlight busy(comm);
+    api::usable(comm).destroyOp(op);
+  });
 }

@@ -89,6 +89,7 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
         runInit(raw, id, opts, std::move(share));
       });
     }
+    registerHandle(h.get());
     return h.release();
 }
 
@@ -108,7 +109,9 @@ coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, i
 void recordError(coilComm* comm, const std::string& message) {
   tLastError = message;
   COIL_INFO(kColl, message);
-  if (comm) {
+  // A stale or made-up handle gets nothing written into it; a destroyed
+  // one whose shell coil still holds keeps the message.
+  if (owned(comm)) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     comm->lastError = message;
   }
@@ -117,7 +120,6 @@ void recordError(coilComm* comm, const std::string& message) {
 const char* threadLastError() { return tLastError.c_str(); }
 
 Communicator& usable(coilComm* comm) {
-  if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
   coilResult_t state = comm->initState.load();
   if (state == coilInProgress)
     fail(coilInvalidUsage, "the communicator is still initialising (non-blocking init); poll "
@@ -228,17 +230,19 @@ coilResult_t coilCommFinalize(coilComm_t comm) {
   });
 }
 
-// Shared by destroy and abort: wait for init and for calls still inside,
-// then free. With abort set, both end within ~10 ms (every wait polls it).
+// Shared by destroy and abort, after retire(): wait for init and for calls
+// still inside, then free. With abort set, both end within ~10 ms (every
+// wait polls it).
 static void releaseHandle(coilComm* comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   while (comm->inflight.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  delete comm;
+  api::bury(comm);
 }
 
 coilResult_t coilCommDestroy(coilComm_t comm) {
   if (comm == nullptr) return coilSuccess;
-  return guarded("coilCommDestroy", nullptr, [&] {
+  return guarded("coilCommDestroy", comm, [&] {
+    api::retire(comm);  // a second destroy, or a stale handle, stops here
     if (comm->initThread.joinable()) comm->abortFlag.store(true);  // stop a pending init
     releaseHandle(comm);
   });
@@ -246,7 +250,8 @@ coilResult_t coilCommDestroy(coilComm_t comm) {
 
 coilResult_t coilCommAbort(coilComm_t comm) {
   if (comm == nullptr) return coilSuccess;
-  return guarded("coilCommAbort", nullptr, [&] {
+  return guarded("coilCommAbort", comm, [&] {
+    api::retire(comm);
     comm->abortFlag.store(true);
     if (comm->initState.load() == coilSuccess) comm->impl->closeAll();
     releaseHandle(comm);
@@ -254,8 +259,8 @@ coilResult_t coilCommAbort(coilComm_t comm) {
 }
 
 coilResult_t coilCommRevoke(coilComm_t comm) {
-  return guarded("coilCommRevoke", nullptr, [&] {
-    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+  return guarded("coilCommRevoke", comm, [&] {
+    api::InFlight busy(comm);
     comm->abortFlag.store(true);  // a pending non-blocking init stops too
     if (comm->initState.load() == coilSuccess) comm->impl->closeAll();
   });
@@ -263,7 +268,7 @@ coilResult_t coilCommRevoke(coilComm_t comm) {
 
 coilResult_t coilCommCount(const coilComm_t comm, int* count) {
   return guarded("coilCommCount", comm, [&] {
-    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    api::InFlight busy(comm);
     if (count == nullptr) fail(coilInvalidArgument, "count is NULL");
     *count = comm->nranks;
   });
@@ -271,7 +276,7 @@ coilResult_t coilCommCount(const coilComm_t comm, int* count) {
 
 coilResult_t coilCommUserRank(const coilComm_t comm, int* rank) {
   return guarded("coilCommUserRank", comm, [&] {
-    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    api::InFlight busy(comm);
     if (rank == nullptr) fail(coilInvalidArgument, "rank is NULL");
     *rank = comm->rank;
   });
@@ -279,7 +284,7 @@ coilResult_t coilCommUserRank(const coilComm_t comm, int* rank) {
 
 coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError) {
   return guarded("coilCommGetAsyncError", comm, [&] {
-    if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+    api::InFlight busy(comm);
     if (asyncError == nullptr) fail(coilInvalidArgument, "asyncError is NULL");
     coilResult_t state = comm->initState.load();
     *asyncError = state == coilSuccess ? comm->impl->asyncError() : state;
@@ -289,7 +294,7 @@ coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError) {
 const char* coilGetErrorString(coilResult_t result) { return resultName(result); }
 
 const char* coilGetLastError(coilComm_t comm) {
-  if (comm != nullptr) {
+  if (api::owned(comm)) {
     std::lock_guard<std::mutex> lock(comm->errorMutex);
     if (!comm->lastError.empty()) return comm->lastError.c_str();
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/handle.h"
+#include "api/handle_registry.h"
 #include "core/error.h"
 
 namespace coil::api {
@@ -35,17 +36,14 @@ coilResult_t guarded(const char* function, coilComm* comm, Body&& body) noexcept
   }
 }
 
-/// Marks an API call in flight on `comm` (may be NULL) for its lifetime, so
-/// coilCommAbort from another thread waits for it before freeing the handle.
-/// Taken before the handle is inspected.
+/// Marks an API call in flight on `comm` for its lifetime, so coilCommAbort
+/// or coilCommDestroy from another thread waits for it before freeing the
+/// handle. Taken before the handle is inspected: a NULL, destroyed or
+/// unknown handle throws coilInvalidArgument here.
 class InFlight {
  public:
-  explicit InFlight(coilComm* comm) : comm_(comm) {
-    if (comm_) comm_->inflight.fetch_add(1);
-  }
-  ~InFlight() {
-    if (comm_) comm_->inflight.fetch_sub(1);
-  }
+  explicit InFlight(coilComm* comm) : comm_(comm) { enter(comm_); }
+  ~InFlight() { leave(comm_); }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
 

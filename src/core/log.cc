@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/fork_guard.h"
+
 namespace coil::log {
 namespace {
 
@@ -56,7 +58,17 @@ const Settings& settings() {
 }
 
 thread_local int tRank = -1;
-std::mutex gWriteMutex;
+
+// Held across fork (a child of a process whose root thread was logging
+// would otherwise never print again).
+std::mutex& writeMutex() {
+  static std::mutex* m = [] {
+    auto* mutex = new std::mutex;
+    guardAcrossFork(*mutex);
+    return mutex;
+  }();
+  return *m;
+}
 
 const char* levelName(Level l) {
   switch (l) {
@@ -92,7 +104,7 @@ void write(Level level, unsigned subsys, const std::string& message) {
   char rank[16];
   if (tRank >= 0) std::snprintf(rank, sizeof rank, "%d", tRank);
   else std::snprintf(rank, sizeof rank, "-");
-  std::lock_guard<std::mutex> lock(gWriteMutex);
+  std::lock_guard<std::mutex> lock(writeMutex());
   std::fprintf(stderr, "%s:%d:%s coil %s %s %s\n", s.host, (int)getpid(), rank, levelName(level),
                subsysName(subsys), message.c_str());
 }

@@ -1,0 +1,92 @@
+#include "api/handle_registry.h"
+
+#include <deque>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/fork_guard.h"
+
+namespace coil::api {
+namespace {
+
+enum class Life { Live, Retired, Buried };
+
+// Destroyed shells kept before their memory goes back to the allocator:
+// about 100 KiB at most, and a stale handle among the last this many
+// destroyed communicators can never name a new one.
+constexpr size_t kQuarantine = 1024;
+
+struct Registry {
+  std::shared_mutex mutex;
+  std::unordered_map<const coilComm*, Life> handles;
+  std::deque<coilComm*> buried;  // oldest first
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;  // never destroyed: handles may outlive static destruction
+    guardAcrossFork(reg->mutex);
+    return reg;
+  }();
+  return *r;
+}
+
+[[noreturn]] void rejectStale(const coilComm* comm, bool known) {
+  if (known)
+    fail(coilInvalidArgument, "communicator ", static_cast<const void*>(comm),
+         " was destroyed (coilCommDestroy or coilCommAbort); this handle is stale");
+  fail(coilInvalidArgument, "comm ", static_cast<const void*>(comm),
+       " is not a live communicator (never created by coil, or destroyed long ago)");
+}
+
+}  // namespace
+
+void registerHandle(coilComm* comm) {
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  r.handles[comm] = Life::Live;
+}
+
+void enter(coilComm* comm) {
+  if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  auto it = r.handles.find(comm);
+  if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
+  // Counted under the lock: once retire() has run, no call gets in.
+  comm->inflight.fetch_add(1);
+}
+
+void leave(coilComm* comm) noexcept { comm->inflight.fetch_sub(1); }
+
+void retire(coilComm* comm) {
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  auto it = r.handles.find(comm);
+  if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
+  it->second = Life::Retired;
+}
+
+void bury(coilComm* comm) noexcept {
+  comm->impl.reset();  // outside the lock: teardown joins threads and unmaps segments
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  r.handles[comm] = Life::Buried;
+  r.buried.push_back(comm);
+  if (r.buried.size() > kQuarantine) {
+    coilComm* oldest = r.buried.front();
+    r.buried.pop_front();
+    r.handles.erase(oldest);
+    delete oldest;
+  }
+}
+
+bool owned(const coilComm* comm) noexcept {
+  if (comm == nullptr) return false;
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  return r.handles.count(comm) != 0;
+}
+
+}  // namespace coil::api
