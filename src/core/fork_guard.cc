@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <new>
 #include <vector>
 
 namespace coil {
@@ -10,13 +11,18 @@ namespace {
 struct Guarded {
   void (*lock)(void*);
   void (*unlock)(void*);
+  void (*renew)(void*);
   void* mutex;
 };
 
+// The child gets a fresh lock rather than an unlocked copy: a copy still
+// counts the parent's threads that were queued on it (a pthread rwlock
+// keeps a count of waiting readers), and those threads do not exist here.
 template <typename M>
 Guarded guardedFor(M& m) {
   return {[](void* p) { static_cast<M*>(p)->lock(); },
-          [](void* p) { static_cast<M*>(p)->unlock(); }, &m};
+          [](void* p) { static_cast<M*>(p)->unlock(); },
+          [](void* p) { new (p) M(); }, &m};
 }
 
 // The list itself is protected by this lock, which is taken first before
@@ -35,8 +41,8 @@ std::vector<Guarded>& list() {
           gListMutex.unlock();
         },
         [] {
-          for (auto it = guarded->rbegin(); it != guarded->rend(); ++it) it->unlock(it->mutex);
-          gListMutex.unlock();
+          for (auto it = guarded->rbegin(); it != guarded->rend(); ++it) it->renew(it->mutex);
+          new (&gListMutex) std::mutex();
         });
     return new std::vector<Guarded>;
   }();

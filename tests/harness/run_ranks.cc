@@ -111,15 +111,39 @@ void runThreads(const RankSetup& setup, const RawRankBody& body) {
   for (auto& t : threads) t.join();
 }
 
+// Reads the unique id the parent writes after forking; false on EOF.
+bool readId(int fd, coilUniqueId* id) {
+  size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(id);
+  while (got < sizeof *id) {
+    const ssize_t n = read(fd, bytes + got, sizeof *id - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The ranks are forked before the parent creates the unique id, so no
+// thread of this run (the rendezvous root that coilGetUniqueId starts) is
+// alive at fork time; the id reaches each child through a pipe. coil holds
+// its own locks across fork as well (core/fork_guard.h), but the C library
+// and a sanitizer's allocator are not all fork-safe with threads running.
 void runProcesses(const RankSetup& setup, const RawRankBody& body) {
-  coilUniqueId id;
-  ASSERT_EQ(coilGetUniqueId(&id), coilSuccess) << coilGetLastError(nullptr);
   std::fflush(nullptr);
   std::vector<pid_t> pids;
+  std::vector<int> idPipes;
   for (int r = 0; r < setup.nranks; ++r) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0) << "pipe failed";
     pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
+      for (int other : idPipes) close(other);
+      close(fds[1]);
+      coilUniqueId id;
+      if (!readId(fds[0], &id)) _exit(2);  // the parent could not make an id
+      close(fds[0]);
       int status = 0;
       try {
         body(id, r);
@@ -131,7 +155,16 @@ void runProcesses(const RankSetup& setup, const RawRankBody& body) {
       std::fflush(nullptr);
       _exit(status);  // skip gtest's and the parent's atexit work
     }
+    close(fds[0]);
+    idPipes.push_back(fds[1]);
     pids.push_back(pid);
+  }
+  coilUniqueId id;
+  const bool haveId = coilGetUniqueId(&id) == coilSuccess;
+  EXPECT_TRUE(haveId) << coilGetLastError(nullptr);
+  for (int fd : idPipes) {
+    if (haveId) EXPECT_EQ(write(fd, &id, sizeof id), static_cast<ssize_t>(sizeof id));
+    close(fd);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(setup.timeoutSeconds);
   std::vector<int> status(pids.size(), -1);

@@ -1,0 +1,103 @@
+// fork() while coil's own threads hold its locks. The child of a threaded
+// process inherits only the forking thread; any lock another thread held at
+// that instant would stay locked forever in the child. Test harnesses,
+// launchers and Python's multiprocessing all fork after coil has started
+// threads (coilGetUniqueId starts the rendezvous root), so coil holds its
+// process-wide locks across fork (core/fork_guard.h).
+//
+// Run with COIL_DEBUG=INFO (see tests/meson.build): every failed call then
+// logs a line, so a busy thread holds the log lock most of the time.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "coil.h"
+
+namespace {
+
+// Runs `child` in a forked child while `busy` runs on other threads of this
+// process; returns how many of `forks` children failed to exit within 5 s.
+int hungChildren(int forks, void (*busy)(std::atomic<bool>&), void (*child)()) {
+  // Log lines go to /dev/null for the duration: only the locking matters.
+  const int savedStderr = dup(2);
+  const int devnull = open("/dev/null", O_WRONLY);
+  dup2(devnull, 2);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) threads.emplace_back([&] { busy(stop); });
+  int hung = 0;
+  for (int i = 0; i < forks; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      child();
+      _exit(0);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ++hung;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  dup2(savedStderr, 2);
+  close(savedStderr);
+  close(devnull);
+  return hung;
+}
+
+// A failed call logs its error (at INFO) under the log lock.
+void failingCalls(std::atomic<bool>& stop) {
+  int n = 0;
+  while (!stop.load()) coilCommCount(nullptr, &n);
+}
+
+TEST(ForkSafety, AChildCanLogWhileParentThreadsWereLogging) {
+  EXPECT_EQ(hungChildren(300, failingCalls, [] {
+              int n = 0;
+              coilCommCount(nullptr, &n);  // logs, so takes the log lock
+            }),
+            0);
+}
+
+coilComm_t gSolo = nullptr;
+
+// Live-handle lookups take the handle registry's lock.
+void handleLookups(std::atomic<bool>& stop) {
+  int n = 0;
+  while (!stop.load()) coilCommCount(gSolo, &n);
+}
+
+TEST(ForkSafety, AChildCanCreateACommunicatorWhileParentThreadsUsedOne) {
+  coilUniqueId id;
+  ASSERT_EQ(coilGetUniqueId(&id), coilSuccess);
+  ASSERT_EQ(coilCommInitRank(&gSolo, 1, id, 0), coilSuccess) << coilGetLastError(nullptr);
+  EXPECT_EQ(hungChildren(200, handleLookups, [] {
+              coilUniqueId childId;
+              coilComm_t comm = nullptr;
+              if (coilGetUniqueId(&childId) != coilSuccess ||
+                  coilCommInitRank(&comm, 1, childId, 0) != coilSuccess)
+                _exit(3);
+              float x = 1, y = 0;
+              if (coilAllReduce(&x, &y, 1, coilFloat, coilSum, comm, nullptr) != coilSuccess || y != 1)
+                _exit(4);
+              coilCommDestroy(comm);
+            }),
+            0);
+  EXPECT_EQ(coilCommDestroy(gSolo), coilSuccess);
+}
+
+}  // namespace
