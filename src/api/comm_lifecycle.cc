@@ -77,11 +77,16 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
     auto h = std::make_unique<coilComm>();
     h->rank = rank;
     h->nranks = nranks;
+    registerHandle(h.get());  // live from the start: init records its errors on it
     if (blocking) {
       runInit(h.get(), id, opts, std::move(share));
       if (h->initState.load() != coilSuccess) {
-        std::string msg = h->lastError;
-        fail(h->initState.load(), msg.substr(msg.find(": ") + 2));
+        const coilResult_t state = h->initState.load();
+        const std::string msg = h->lastError;  // "coilCommInitRank: <why>"
+        const size_t colon = msg.find(": ");
+        retire(h.get());
+        bury(h.release());  // never handed out; its shell goes to quarantine
+        fail(state, colon == std::string::npos ? msg : msg.substr(colon + 2));
       }
     } else {
       coilComm* raw = h.get();
@@ -89,7 +94,6 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
         runInit(raw, id, opts, std::move(share));
       });
     }
-    registerHandle(h.get());
     return h.release();
 }
 

@@ -1,5 +1,6 @@
 #include "transports/shm/shm_segment.h"
 
+#include <exception>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -97,6 +98,14 @@ ShmSegment ShmSegment::attach(const std::string& name, size_t bytes) {
 void ShmSegment::unlink() noexcept {
   if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
   owner_ = false;
+}
+
+UnlinkNamesOnFailure::UnlinkNamesOnFailure(std::vector<std::string> names)
+    : names_(std::move(names)), exceptionsAtStart_(std::uncaught_exceptions()) {}
+
+UnlinkNamesOnFailure::~UnlinkNamesOnFailure() {
+  if (std::uncaught_exceptions() <= exceptionsAtStart_) return;
+  for (const std::string& name : names_) shm_unlink(name.c_str());
 }
 
 }  // namespace coil::transport

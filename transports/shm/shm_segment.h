@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace coil::transport {
 
@@ -36,6 +37,23 @@ class ShmSegment {
   size_t size_ = 0;
   std::string name_;
   bool owner_ = false;  // must unlink
+};
+
+/// While a communicator's ranks exchange segment names, a rank may die
+/// after creating its segment and before unlinking it. If the exchange
+/// fails (leaves this scope by an exception), nobody will attach any more:
+/// the survivors remove every name the ranks made or were about to make,
+/// so nothing of the dead rank's is left in /dev/shm.
+class UnlinkNamesOnFailure {
+ public:
+  explicit UnlinkNamesOnFailure(std::vector<std::string> names);
+  ~UnlinkNamesOnFailure();
+  UnlinkNamesOnFailure(const UnlinkNamesOnFailure&) = delete;
+  UnlinkNamesOnFailure& operator=(const UnlinkNamesOnFailure&) = delete;
+
+ private:
+  std::vector<std::string> names_;
+  int exceptionsAtStart_;
 };
 
 }  // namespace coil::transport

@@ -79,6 +79,10 @@ class ShmConnection final : public Connection {
   SlotFifo recv_;
 };
 
+std::string fifoSegmentName(const std::string& commLabel, int rank) {
+  return "/coil-" + commLabel + "-r" + std::to_string(rank);
+}
+
 class ShmTransport final : public Transport {
  public:
   const char* name() const override { return "shm"; }
@@ -101,7 +105,7 @@ class ShmTransport final : public Transport {
     // 1. Own segment with one incoming FIFO per local peer.
     std::string myName;
     if (!peerRanks.empty()) {
-      myName = "/coil-" + ctx.commLabel + "-r" + std::to_string(ctx.rank);
+      myName = fifoSegmentName(ctx.commLabel, ctx.rank);
       own_ = ShmSegment::create(myName, layout.segmentBytes(peerRanks.size()));
       auto* dir = static_cast<Directory*>(own_.base());
       dir->magic = kMagic;
@@ -116,6 +120,27 @@ class ShmTransport final : public Transport {
       }
     }
 
+    std::vector<std::string> peerNames;
+    for (int p : peerRanks) peerNames.push_back(fifoSegmentName(ctx.commLabel, p));
+    UnlinkNamesOnFailure cleanup(std::move(peerNames));
+    auto out = attachPeers(ctx, peerRanks, layout, myName);
+    for (auto& c : out) connections_.push_back(c.get());
+    return out;
+  }
+
+  void shutdown() noexcept override {
+    for (Connection* c : connections_) c->close();
+    connections_.clear();
+  }
+
+  ~ShmTransport() override { own_.unlink(); }
+
+ private:
+  // Steps 2 to 4: exchange the names, attach the peers' segments, unlink.
+  std::vector<std::unique_ptr<Connection>> attachPeers(SetupContext& ctx,
+                                                       const std::vector<int>& peerRanks,
+                                                       const Layout& layout,
+                                                       const std::string& myName) {
     // 2. Everyone learns everyone's segment name and size.
     struct NameRecord {
       char name[kNameBytes];
@@ -158,18 +183,9 @@ class ShmTransport final : public Transport {
     // 4. Once everyone has attached, the names can go.
     ctx.bootstrap.barrier();
     own_.unlink();
-    for (auto& c : out) connections_.push_back(c.get());
     return out;
   }
 
-  void shutdown() noexcept override {
-    for (Connection* c : connections_) c->close();
-    connections_.clear();
-  }
-
-  ~ShmTransport() override { own_.unlink(); }
-
- private:
   ShmSegment own_;
   std::vector<ShmSegment> peerSegments_;
   std::vector<Connection*> connections_;  // owned by the communicator

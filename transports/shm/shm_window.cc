@@ -300,6 +300,10 @@ class ShmWindow final : public Window {
   uint32_t posted_ = 0;
 };
 
+std::string windowSegmentName(const std::string& commLabel, int rank) {
+  return "/coil-" + commLabel + "-w" + std::to_string(rank);
+}
+
 }  // namespace
 
 std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
@@ -315,8 +319,8 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   ShmSegment own;
   if (wanted) {
     try {
-      own = ShmSegment::create("/coil-" + ctx.commLabel + "-w" + std::to_string(ctx.rank),
-                               segmentBytes, /*reserve=*/true);
+      own = ShmSegment::create(windowSegmentName(ctx.commLabel, ctx.rank), segmentBytes,
+                               /*reserve=*/true);
     } catch (const Error& e) {
       COIL_WARN(kShm, "rank ", ctx.rank, ": no shared window (", e.what(),
                 "); all-reduce uses the FIFO algorithms");
@@ -335,6 +339,10 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
     c->pid = static_cast<int32_t>(getpid());
     c->slotBytes = slotBytes;
   }
+
+  std::vector<std::string> everyName;
+  for (int r = 0; r < ctx.nranks; ++r) everyName.push_back(windowSegmentName(ctx.commLabel, r));
+  UnlinkNamesOnFailure cleanup(std::move(everyName));
 
   // 2. Names. An empty name anywhere: no window for anyone.
   struct NameRecord {

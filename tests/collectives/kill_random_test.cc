@@ -1,0 +1,215 @@
+// Fault injection: kill -9 of a random rank at a random moment — inside
+// coilCommInitRank or during the collectives after it — over shm and tcp,
+// with 2 to 4 ranks. Every survivor must return an error (never success,
+// never a hang) within 5 s of the kill, although its timeout is far longer,
+// and nothing may be left in /dev/shm.
+//
+//   COIL_FAULT_TRIALS=N   trials (default 50)
+//   COIL_FAULT_SEED=S     first trial's seed (default 1); each trial prints
+//                         its seed, rank count, transport, victim and delay,
+//                         so a failure can be replayed alone.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/run_ranks.h"
+
+namespace coil::test {
+namespace {
+
+constexpr int kMaxRanks = 4;
+constexpr double kDetectSeconds = 5.0;
+constexpr int64_t kSurvivorTimeoutMs = 60'000;  // far beyond kDetectSeconds
+
+int64_t nowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1'000'000'000LL + ts.tv_nsec;
+}
+
+// Written by the ranks, read by the parent: one page shared across fork.
+struct Outcome {
+  std::atomic<int64_t> enteredInitNs[kMaxRanks];  // 0 until the rank calls init
+  std::atomic<int64_t> errorNs[kMaxRanks];        // when the rank saw its error
+  std::atomic<int> rc[kMaxRanks];
+  char message[kMaxRanks][256];
+};
+
+struct Trial {
+  unsigned seed;
+  int nranks;
+  std::string transport;
+  int victim;
+  int delayUs;  // after the victim entered init
+};
+
+Trial makeTrial(unsigned seed) {
+  std::mt19937 rng(seed);
+  Trial t;
+  t.seed = seed;
+  t.nranks = 2 + static_cast<int>(rng() % 3);
+  t.transport = rng() % 2 ? "tcp" : "shm";
+  t.victim = static_cast<int>(rng() % static_cast<unsigned>(t.nranks));
+  // Half the trials die inside init (which takes a few ms to tens of ms
+  // here), the rest during the collectives after it.
+  t.delayUs = rng() % 2 ? static_cast<int>(rng() % 20'000) : static_cast<int>(rng() % 300'000);
+  return t;
+}
+
+std::string describe(const Trial& t) {
+  return "seed " + std::to_string(t.seed) + ": " + std::to_string(t.nranks) + " ranks over " +
+         t.transport + ", rank " + std::to_string(t.victim) + " killed " +
+         std::to_string(t.delayUs / 1000.0) + " ms after it entered init";
+}
+
+// A rank: init, then all-reduces of varying sizes until one fails.
+[[noreturn]] void runRank(const coilUniqueId& id, int rank, const Trial& t, Outcome* out) {
+  coilConfig_t config = COIL_CONFIG_INITIALIZER;
+  config.timeoutMs = kSurvivorTimeoutMs;
+  out->enteredInitNs[rank] = nowNs();
+  coilComm_t comm = nullptr;
+  coilResult_t rc = coilCommInitRankConfig(&comm, t.nranks, id, rank, &config);
+  std::vector<float> send(1 << 16, 1.0f), recv(1 << 16);
+  for (size_t i = 0; rc == coilSuccess; ++i) {
+    const size_t count = size_t{1} << (i % 17);  // 1 .. 64 Ki elements
+    rc = coilAllReduce(send.data(), recv.data(), count, coilFloat, coilSum, comm, nullptr);
+    if (rc == coilSuccess && recv[count - 1] != static_cast<float>(t.nranks)) {
+      rc = coilInternalError;  // wrong data: report it as such
+      std::snprintf(out->message[rank], sizeof out->message[rank], "wrong result %g",
+                    static_cast<double>(recv[count - 1]));
+      out->errorNs[rank] = nowNs();
+      out->rc[rank] = rc;
+      _exit(1);
+    }
+  }
+  out->errorNs[rank] = nowNs();
+  out->rc[rank] = rc;
+  std::snprintf(out->message[rank], sizeof out->message[rank], "%s", coilGetLastError(comm));
+  if (comm) coilCommDestroy(comm);
+  _exit(0);
+}
+
+// Runs one trial; returns failures as text (empty: the trial passed).
+std::string runTrial(const Trial& t) {
+  auto* out = static_cast<Outcome*>(
+      mmap(nullptr, sizeof(Outcome), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (out == MAP_FAILED) return "mmap failed";
+  new (out) Outcome{};
+  // Fork first, then make the id (no coil thread alive at fork time).
+  std::vector<pid_t> pids;
+  std::vector<int> idPipes;
+  std::fflush(nullptr);
+  for (int r = 0; r < t.nranks; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) return "pipe failed";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      for (int fd : idPipes) close(fd);
+      close(fds[1]);
+      coilUniqueId id;
+      if (read(fds[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
+      runRank(id, r, t, out);
+    }
+    close(fds[0]);
+    idPipes.push_back(fds[1]);
+    pids.push_back(pid);
+  }
+  coilUniqueId id;
+  if (coilGetUniqueId(&id) != coilSuccess) return "coilGetUniqueId failed";
+  for (int fd : idPipes) {
+    if (write(fd, &id, sizeof id) != static_cast<ssize_t>(sizeof id)) return "write failed";
+    close(fd);
+  }
+
+  // Kill the victim delayUs after it entered init.
+  const int64_t started = nowNs();
+  while (out->enteredInitNs[t.victim].load() == 0 && nowNs() - started < 10'000'000'000LL)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  const int64_t entered = out->enteredInitNs[t.victim].load();
+  if (entered == 0) return "the victim never entered init";
+  while (nowNs() < entered + t.delayUs * 1000LL)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  kill(pids[t.victim], SIGKILL);
+  const int64_t killedNs = nowNs();
+  waitpid(pids[t.victim], nullptr, 0);
+
+  // Every survivor must exit with its error well inside the bound.
+  std::string failures;
+  const int64_t giveUpNs = killedNs + static_cast<int64_t>((kDetectSeconds + 5) * 1e9);
+  for (int r = 0; r < t.nranks; ++r) {
+    if (r == t.victim) continue;
+    int status = 0;
+    while (waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (nowNs() > giveUpNs) {
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], &status, 0);
+        failures += " rank " + std::to_string(r) + " hung (no error " +
+                    std::to_string(static_cast<int>(kDetectSeconds + 5)) + " s after the kill);";
+        status = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (status == -1) continue;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failures += " rank " + std::to_string(r) + " crashed or saw wrong data (status " +
+                  std::to_string(status) + ": " + out->message[r] + ");";
+      continue;
+    }
+    const double seconds = (out->errorNs[r].load() - killedNs) / 1e9;
+    if (out->rc[r].load() == coilSuccess)
+      failures += " rank " + std::to_string(r) + " returned success;";
+    else if (seconds > kDetectSeconds)
+      failures += " rank " + std::to_string(r) + " took " + std::to_string(seconds) +
+                  " s to fail (" + coilGetErrorString(static_cast<coilResult_t>(out->rc[r].load())) +
+                  ": " + out->message[r] + ");";
+  }
+  munmap(out, sizeof(Outcome));
+  return failures;
+}
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+TEST(KillRandomRank, EverySurvivorFailsWithinFiveSeconds) {
+  const int trials = envInt("COIL_FAULT_TRIALS", 50);
+  const unsigned firstSeed = static_cast<unsigned>(envInt("COIL_FAULT_SEED", 1));
+  const char* ifname = std::getenv("COIL_SOCKET_IFNAME");
+  ScopedEnv loopback("COIL_SOCKET_IFNAME", ifname ? ifname : "lo");
+  int failed = 0;
+  for (int i = 0; i < trials; ++i) {
+    const Trial t = makeTrial(firstSeed + static_cast<unsigned>(i));
+    ScopedEnv transport("COIL_TRANSPORT", t.transport);
+    const std::string failures = runTrial(t);
+    std::printf("%s: %s\n", describe(t).c_str(), failures.empty() ? "ok" : failures.c_str());
+    std::fflush(stdout);
+    if (!failures.empty()) {
+      ++failed;
+      ADD_FAILURE() << describe(t) << ":" << failures;
+    }
+  }
+  std::printf("%d of %d trials failed\n", failed, trials);
+}
+
+// The victims never ran their destructors: the leak check at the end
+// fails if a segment of theirs (or of any rank of a trial) is left.
+[[maybe_unused]] auto* const kNoShmLeftBehind =
+    ::testing::AddGlobalTestEnvironment(newShmLeakCheck());
+
+}  // namespace
+}  // namespace coil::test
