@@ -163,7 +163,9 @@ void runProcesses(const RankSetup& setup, const RawRankBody& body) {
   const bool haveId = coilGetUniqueId(&id) == coilSuccess;
   EXPECT_TRUE(haveId) << coilGetLastError(nullptr);
   for (int fd : idPipes) {
-    if (haveId) EXPECT_EQ(write(fd, &id, sizeof id), static_cast<ssize_t>(sizeof id));
+    if (haveId) {
+      EXPECT_EQ(write(fd, &id, sizeof id), static_cast<ssize_t>(sizeof id));
+    }
     close(fd);
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(setup.timeoutSeconds);
