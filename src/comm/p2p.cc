@@ -9,7 +9,11 @@
 //
 // Sends and receives between two ranks match in order. Each direction of
 // each pair keeps its own sequence number, stamped on every slot, so a
-// count mismatch is reported rather than silently misread.
+// count mismatch is reported rather than silently misread. Operations of a
+// batch on the same (peer, direction) share one FIFO, so they go through it
+// one after another, in the order they were issued: a second receive from a
+// peer must not peek at a slot of the first (torch's batch_isend_irecv of a
+// two-rank ring puts two sends and two receives on one peer).
 #include <sched.h>
 
 #include <algorithm>
@@ -34,6 +38,9 @@ struct Task {
   size_t done = 0;
   uint64_t tag = 0;
   transport::Connection* conn = nullptr;
+  // The previous task of the batch on the same peer and direction; this one
+  // may touch the FIFO only once that one has finished. -1: none.
+  int after = -1;
   bool finished() const { return done >= bytes; }
 };
 
@@ -51,6 +58,11 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
     t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
                 .encode();
     t.conn = peers_[c.peer];
+    for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i)
+      if (tasks[i].call.peer == c.peer && tasks[i].call.isSend == c.isSend) {
+        t.after = i;
+        break;
+      }
     tasks.push_back(t);
   }
   // A rank sending to itself: pair its sends and receives in order and copy.
@@ -87,6 +99,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       for (Task& t : tasks) {
         if (t.finished()) continue;
         pending = true;
+        if (t.after >= 0 && !tasks[t.after].finished()) continue;
         auto* base = static_cast<uint8_t*>(t.call.buffer) + t.done;
         const size_t n = std::min(slice, t.bytes - t.done);
         if (t.call.isSend) {

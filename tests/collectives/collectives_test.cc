@@ -172,6 +172,33 @@ TEST_P(Collectives, SendRecvRingInAGroupInReverseOrder) {
   });
 }
 
+TEST_P(Collectives, TwoSendsAndTwoRecvsPerPeerInAGroup) {
+  // torch's batch_isend_irecv of a bidirectional ring exchange: each rank
+  // sends to both neighbours and receives from both, in one group. With 2
+  // ranks (and 1) prev == next, so one peer gets two sends and two receives
+  // in a single batch: they must match in the order they were issued, even
+  // when the messages span many slices and differ in length.
+  run([](coilComm_t comm, int rank, int n) {
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    for (auto [toNext, toPrev] : {std::pair<size_t, size_t>{1, 7}, {300001, 70001}, {70001, 0}}) {
+      std::vector<int32_t> outNext(toNext), outPrev(toPrev);
+      for (size_t i = 0; i < toNext; ++i) outNext[i] = tagValue(rank, i);
+      for (size_t i = 0; i < toPrev; ++i) outPrev[i] = -tagValue(rank, i);
+      // prev sent us its "to next" message; next sent us its "to prev" one.
+      std::vector<int32_t> fromPrev(toNext, 1), fromNext(toPrev, 1);
+      expectOk(coilGroupStart(), comm);
+      expectOk(coilSend(outNext.data(), toNext, coilInt32, next, comm, nullptr), comm);
+      expectOk(coilSend(outPrev.data(), toPrev, coilInt32, prev, comm, nullptr), comm);
+      expectOk(coilRecv(fromPrev.data(), toNext, coilInt32, prev, comm, nullptr), comm);
+      expectOk(coilRecv(fromNext.data(), toPrev, coilInt32, next, comm, nullptr), comm);
+      expectOk(coilGroupEnd(), comm);
+      for (size_t i = 0; i < toNext; ++i) ASSERT_EQ(fromPrev[i], tagValue(prev, i)) << i;
+      for (size_t i = 0; i < toPrev; ++i) ASSERT_EQ(fromNext[i], -tagValue(next, i)) << i;
+    }
+    expectOk(coilBarrier(comm, nullptr), comm);
+  });
+}
+
 TEST_P(Collectives, PreMulSumAndFusedGroupOfAllReduces) {
   run([](coilComm_t comm, int rank, int n) {
     float scalar = 0.5f;
