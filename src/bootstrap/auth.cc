@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "bootstrap/secret_origin.h"
 #include "bootstrap/sha256.h"
 #include "core/error.h"
 
@@ -34,6 +35,13 @@ Sha256Digest serverMac(const uint8_t* secret, const char* purpose, const uint8_t
   mac.update(nonceS, kNonceBytes);
   mac.update(purpose);
   return mac.finish();
+}
+
+// What the origin of `secret` suggests checking (secret_origin.h), as a
+// suffix for a failure message; empty for secrets with no noted origin.
+std::string advice(const uint8_t* secret) {
+  std::string a = secretOriginAdvice(secret);
+  return a.empty() ? a : "; " + a;
 }
 
 std::string peerText(const Socket& s) {
@@ -90,12 +98,12 @@ void proveAsClient(Socket& s, const uint8_t* secret, const char* purpose,
     fail(coilRemoteError, "authentication of the '", purpose, "' connection to ", peer,
          " failed: it dropped us after our proof, so it does not share our secret (a different "
          "communicator or job on that port?) [",
-         e.what(), "]");
+         e.what(), "]", advice(secret));
   }
   Sha256Digest expected = serverMac(secret, purpose, nonceS, proof);
   if (!constantTimeEqual(expected.data(), reply, kMacBytes))
     fail(coilRemoteError, peer, " failed to prove it knows the communicator secret ('", purpose,
-         "' connection)");
+         "' connection)", advice(secret));
 }
 
 void verifyAsServer(Socket& s, const uint8_t* secret, const char* purpose,
@@ -109,7 +117,7 @@ void verifyAsServer(Socket& s, const uint8_t* secret, const char* purpose,
   uint8_t reply[kMacBytes];
   if (!checkClientProof(secret, purpose, nonceS, proof, reply))
     fail(coilRemoteError, peer, " failed authentication for a '", purpose,
-         "' connection (wrong secret, or not a coil peer)");
+         "' connection (wrong secret, or not a coil peer)", advice(secret));
   s.sendAll(reply, sizeof reply, deadline, abortFlag, peer.c_str());
 }
 

@@ -29,7 +29,10 @@ struct LaunchInfo {
 ///    SLURM_LOCALID (optional), MASTER_ADDR, MASTER_PORT; job key SLURM_JOB_ID.
 /// COIL_COMM_ID=host:port, if set, is the root address instead of
 /// MASTER_ADDR/MASTER_PORT (and used as given, without the +1).
-/// The id comes from uniqueIdForFixedRoot (see there about COIL_SECRET).
+/// The id comes from uniqueIdForFixedRoot; its key material from COIL_SECRET,
+/// else the per-user secret file, else nothing (a WARN line says so): see
+/// fixed_root_secret.h. An unusable secret file gives coilInvalidUsage or
+/// coilSystemError naming it.
 /// A missing or malformed variable, or no launcher at all, gives
 /// coilInvalidUsage naming the variables and the launcher.
 LaunchInfo readLauncherEnv();

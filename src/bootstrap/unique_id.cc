@@ -17,6 +17,8 @@
 
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/fixed_root_secret.h"
+#include "bootstrap/secret_origin.h"
 #include "bootstrap/sha256.h"
 #include "bootstrap/wire.h"
 #include "core/env.h"
@@ -98,7 +100,13 @@ UniqueIdData decodeUniqueId(const coilUniqueId& id) {
 }
 
 UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& jobKey) {
-  // Each field is length-prefixed so that no two inputs hash alike.
+  // The key material is what keeps strangers out: COIL_SECRET or the
+  // per-user secret file. Without it the secret below is a function of
+  // public facts (fixed_root_secret.h warns then).
+  const FixedRootSecret key = resolveFixedRootSecret();
+  // Each field is length-prefixed so that no two inputs hash alike. The
+  // material is the same field whichever source gave it, so that
+  // COIL_SECRET=$(cat ~/.coil/secret) agrees with a rank that reads the file.
   Sha256 h;
   auto field = [&h](const std::string& text) {
     uint8_t length[4];
@@ -107,7 +115,7 @@ UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& 
     h.update(text);
   };
   field("coil-fixed-root");
-  field(env::get("COIL_SECRET").value_or(""));
+  field(key.material);
   field(root.toString());
   field(jobKey);
   Sha256Digest digest = h.finish();
@@ -117,6 +125,8 @@ UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& 
   std::memcpy(data.secret, digest.data(), sizeof data.secret);
   data.nonce = wire::getU64(digest.data() + sizeof data.secret);
   data.rootHostedByRank0 = true;
+  // So that a failed authentication can say what to check (secret_origin.h).
+  auth::noteSecretOrigin(data.secret, mismatchAdvice(key));
   return data;
 }
 

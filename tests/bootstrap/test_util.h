@@ -51,9 +51,12 @@ class EnvGuard {
 };
 
 /// Variables that steer the bootstrap: tests start with none of them set so
-/// that everything stays on 127.0.0.1.
+/// that everything stays on 127.0.0.1. Without HOME (and COIL_SECRET_FILE) a
+/// fixed root uses the derivable key, so tests never write a secret file
+/// into the real home directory; tests of the file set HOME to a TempDir.
 inline std::vector<std::string> bootstrapVars() {
-  return {"COIL_SOCKET_IFNAME", "COIL_COMM_ID", "COIL_SECRET", "COIL_TIMEOUT_MS"};
+  return {"COIL_SOCKET_IFNAME", "COIL_COMM_ID", "COIL_SECRET", "COIL_SECRET_FILE", "HOME",
+          "COIL_TIMEOUT_MS"};
 }
 
 inline SocketAddress loopback(uint16_t port = 0) {
