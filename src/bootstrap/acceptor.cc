@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/log.h"
+#include "core/log_rate.h"
 
 namespace coil {
 
@@ -22,8 +22,23 @@ AuthenticatedAcceptor::AuthenticatedAcceptor(Socket& listener, const uint8_t* se
       context_(std::move(context)),
       handshakeMs_(handshakeMs) {}
 
+namespace {
+log::LimitedWarning& refusals() {
+  static auto* warning =
+      new log::LimitedWarning(log::kBoot, "refused connections", kRefusalBurst, kRefusalInterval);
+  return *warning;
+}
+}  // namespace
+
+void logRefusedConnection(const SocketAddress& peer, const std::string& why,
+                          const std::string& context) {
+  refusals().warn("refused connection from ", peer.toString(), ": ", why, " (", context, ")");
+}
+
+AuthenticatedAcceptor::~AuthenticatedAcceptor() { refusals().flush(); }
+
 void AuthenticatedAcceptor::refuse(Pending& p, const std::string& why) {
-  COIL_WARN(kBoot, "refused connection from ", p.peer.toString(), ": ", why, " (", context_, ")");
+  logRefusedConnection(p.peer, why, context_);
   p.socket.reset();
   p.finished = true;
 }

@@ -6,9 +6,11 @@
 // message ("hello"), for every pending connection in one poll() loop:
 // a stranger costs one slot until its own handshake deadline, never the
 // others' time. Strangers (failed proof, early close, garbage, silence) are
-// logged as "refused connection from <addr>: <why>" and dropped.
+// logged as "refused connection from <addr>: <why>" and dropped; those
+// warnings share one process-wide rate limit (logRefusedConnection).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,6 +22,16 @@
 #include "bootstrap/socket.h"
 
 namespace coil {
+
+/// Logs "refused connection from <peer>: <why> (<context>)". Strangers
+/// decide how often this runs, so every refusal in the process (acceptors,
+/// and callers that refuse a hello they decoded) shares one limit: the
+/// first kRefusalBurst lines per kRefusalInterval, then a summary line with
+/// the count of those held back (log_rate.h).
+void logRefusedConnection(const SocketAddress& peer, const std::string& why,
+                          const std::string& context);
+inline constexpr int kRefusalBurst = 10;
+inline constexpr Clock::duration kRefusalInterval = std::chrono::seconds(10);
 
 class AuthenticatedAcceptor {
  public:
@@ -41,6 +53,11 @@ class AuthenticatedAcceptor {
   AuthenticatedAcceptor(Socket& listener, const uint8_t* secret, std::string purpose,
                         size_t helloBytes, std::string context,
                         int handshakeMs = kDefaultHandshakeMs);
+  /// Drops connections still in their handshake, and writes the summary of
+  /// refusals held back by the rate limit.
+  ~AuthenticatedAcceptor();
+  AuthenticatedAcceptor(const AuthenticatedAcceptor&) = delete;
+  AuthenticatedAcceptor& operator=(const AuthenticatedAcceptor&) = delete;
 
   /// Returns the next connection that completed the handshake and its hello,
   /// or nullopt once `deadline` passes or `stop` (if given) returns true;

@@ -14,6 +14,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/printable.h"
 
 namespace coil {
 namespace {
@@ -32,6 +33,25 @@ bool isAborted(const std::atomic<bool>* flag) {
 // Rethrows `e` with `context` in front of its message, keeping its code.
 [[noreturn]] void rethrowIn(const std::string& context, const Error& e) {
   throw Error(e.code(), context + e.what());
+}
+
+// The root's error text reaches coilGetLastError and logs, but another
+// process wrote it: shown as printable ASCII, at most this long.
+constexpr size_t kMaxRootTextChars = 512;
+
+// Throws the error a root's failure answer stands for. A root gives two
+// verdicts, each telling the user what to fix: coilInvalidUsage (the ranks
+// disagree) and coilTimeout (ranks missing). Any other code is not a root's
+// to give (another coil version, or not a coil root at all), and passing it
+// on would have callers act on it (coilInProgress would make a failed
+// blocking init look pending), so it becomes coilRemoteError naming it.
+[[noreturn]] void failFromRootAnswer(const std::string& who, const std::string& rootName,
+                                     uint32_t code, const std::vector<uint8_t>& text) {
+  const std::string reason = printableText(text.data(), text.size(), kMaxRootTextChars);
+  if (code == coilInvalidUsage || code == coilTimeout)
+    fail(static_cast<coilResult_t>(code), who, reason);
+  fail(coilRemoteError, who, rootName, " ended the rendezvous with unexpected result code ", code,
+       ": ", reason);
 }
 
 std::string rankName(int rank, const SocketAddress& address) {
@@ -164,11 +184,7 @@ class RingBootstrap final : public Bootstrap {
     } catch (const Error& e) {
       rethrowIn(who_ + "rendezvous with " + rootName + ": ", e);
     }
-    if (header.code != coilSuccess) {
-      auto code = header.code < coilNumResults ? static_cast<coilResult_t>(header.code)
-                                               : coilRemoteError;
-      fail(code, who_, std::string(payload.begin(), payload.end()));
-    }
+    if (header.code != coilSuccess) failFromRootAnswer(who_, rootName, header.code, payload);
 
     std::vector<SocketAddress> table(static_cast<size_t>(nranks_));
     for (size_t r = 0; r < table.size(); ++r)
@@ -237,8 +253,10 @@ class RingBootstrap final : public Bootstrap {
       }
       int announced = static_cast<int>(wire::getU32(a->hello.data()));
       if (announced != prev) {
-        COIL_WARN(kBoot, "refused connection from ", a->peer.toString(), ": announced rank ",
-                  announced, ", expected rank ", prev, " (ring listener of rank ", rank_, ")");
+        logRefusedConnection(a->peer,
+                             "announced rank " + std::to_string(announced) + ", expected rank " +
+                                 std::to_string(prev),
+                             "ring listener of rank " + std::to_string(rank_));
         continue;
       }
       return std::move(a->socket);

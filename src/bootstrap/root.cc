@@ -98,9 +98,8 @@ class RendezvousRoot {
       }
       wire::Hello hello;
       if (!wire::getHello(a->hello.data(), &hello)) {
-        COIL_WARN(kBoot, "refused connection from ", a->peer.toString(),
-                  ": malformed hello (a different coil version?) (rendezvous root ", address_,
-                  ")");
+        logRefusedConnection(a->peer, "malformed hello (a different coil version?)",
+                             "rendezvous root " + address_);
         continue;
       }
       std::optional<std::string> conflict = checkConflict(hello, a->peer, nranks);
