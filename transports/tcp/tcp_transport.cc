@@ -7,10 +7,12 @@
 #include <thread>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
 
+#include "bootstrap/acceptor.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "core/env.h"
@@ -32,8 +34,9 @@ constexpr uint32_t kMaxSlotBytes = 64u << 20;
 // clamps each request to net.core.{w,r}mem_max.
 constexpr int kPeerBufferBytes = 8 << 20;
 constexpr int kMinSocketBufferBytes = 1 << 20;
-// A stranger that connects and stays silent must not hold the accept loop
-// until the communicator's deadline; a real peer answers in milliseconds.
+// Time from accept() to a complete hello. A stranger that connects and stays
+// silent holds one handshake slot this long (never the others: handshakes
+// run concurrently); a real peer answers in milliseconds.
 constexpr int kHandshakeMs = 5000;
 
 /// What every rank publishes about its data listener (allGathered).
@@ -76,11 +79,6 @@ SocketAddress addressOf(const ListenerRecord& r) {
   a.storage = r.address;
   a.length = r.addressLength;
   return a;
-}
-
-Deadline handshakeDeadline(const Deadline& overall) {
-  int ms = std::min(overall.remainingMs(), kHandshakeMs);
-  return Deadline::after(std::max(ms, 1));
 }
 
 std::string describeOptions(uint32_t nsocks, uint32_t slotCount, uint32_t slotBytes) {
@@ -126,43 +124,49 @@ class Setup {
     return sockets;
   }
 
-  /// Accepts `nsocks` + 1 sockets from every rank in `lower`, dropping strangers.
+  /// Accepts `nsocks` + 1 sockets from every rank in `lower`, dropping
+  /// strangers. Handshakes run concurrently (acceptor.h): a stranger that
+  /// connects and stays silent costs a slot until its own handshake
+  /// deadline, never the real peers' time.
   void acceptFrom(Socket& listener, const std::vector<int>& lower,
                   std::map<int, std::vector<Socket>>& out) {
     for (int peer : lower) out[peer].resize(static_cast<size_t>(o_.nsocks) + 1);
+    const std::string context = "tcp data listener of rank " + std::to_string(ctx_.rank);
+    AuthenticatedAcceptor acceptor(listener, ctx_.bootstrap.secret(), kAuthPurpose, sizeof(Hello),
+                                   context, kHandshakeMs);
+    const std::atomic<bool>* abortFlag = ctx_.abortFlag;
+    auto aborted = [abortFlag] { return abortFlag != nullptr && abortFlag->load(); };
     size_t missing = lower.size() * (static_cast<size_t>(o_.nsocks) + 1);
     while (missing > 0) {
-      SocketAddress from;
-      Socket s;
+      std::optional<AuthenticatedAcceptor::Accepted> a;
       try {
-        s = listener.accept(ctx_.deadline, ctx_.abortFlag, &from);
-      } catch (const Error& e) {
+        a = acceptor.next(ctx_.deadline, aborted);
+      } catch (const Error& e) {  // a local failure (poll, accept)
         fail(e.code(), "tcp: rank ", ctx_.rank, " waiting for data connections from ",
              describeMissing(lower, out), ": ", e.what());
       }
-      std::string why;
-      if (admit(s, lower, out, &why)) {
-        --missing;
-      } else {
-        COIL_WARN(kNet, "tcp: refused data connection from ", from.toString(), ": ", why);
+      if (!a) {
+        if (aborted())
+          fail(coilRemoteError, "tcp: rank ", ctx_.rank, " waiting for data connections from ",
+               describeMissing(lower, out), ": aborted");
+        fail(coilTimeout, "tcp: rank ", ctx_.rank, " waiting for data connections from ",
+             describeMissing(lower, out), ": timed out after ", ctx_.deadline.totalMs(), " ms");
       }
+      Hello h;
+      std::memcpy(&h, a->hello.data(), sizeof h);
+      std::string why;
+      if (admit(h, a->socket, lower, out, &why))
+        --missing;
+      else
+        logRefusedConnection(a->peer, why, context);
     }
   }
 
  private:
-  /// Authenticates `s` and checks its hello; on success stores it in `out`.
-  bool admit(Socket& s, const std::vector<int>& lower, std::map<int, std::vector<Socket>>& out,
-             std::string* why) {
-    Hello h{};
-    try {
-      const Deadline deadline = handshakeDeadline(ctx_.deadline);
-      auth::verifyAsServer(s, ctx_.bootstrap.secret(), kAuthPurpose, deadline);
-      s.recvAll(&h, sizeof h, deadline, ctx_.abortFlag, "tcp data peer");
-    } catch (const Error& e) {
-      if (ctx_.abortFlag != nullptr && ctx_.abortFlag->load()) throw;
-      *why = e.what();
-      return false;
-    }
+  /// Checks the hello of an authenticated socket; on success stores the
+  /// socket in `out`, else says why not.
+  bool admit(const Hello& h, Socket& s, const std::vector<int>& lower,
+             std::map<int, std::vector<Socket>>& out, std::string* why) {
     std::ostringstream os;
     if (h.magic != kHelloMagic) {
       os << "bad hello magic";

@@ -6,7 +6,9 @@
 // FIFO sockets plus one express socket (tcp_express.h) to the higher one. Every socket authenticates with the
 // communicator secret (auth.h, purpose "tcp-data") and then says hello
 // {fromRank, toRank, socketIndex, nsocks, slotCount, slotBytes}; anything
-// else reaching the listener is logged as a stranger and dropped.
+// else reaching the listener is logged as a stranger and dropped. The
+// listener runs all handshakes at once (bootstrap/acceptor.h), so strangers
+// that connect and stay silent cannot delay the real peers.
 //
 // Each connection then owns two SlotFifos in process memory, and one proxy
 // thread per transport (tcp_proxy.h) moves their slots over the sockets
