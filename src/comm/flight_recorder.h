@@ -1,0 +1,292 @@
+// Flight recorder: the last N operations of one communicator, for the
+// post-mortem of a timeout or an error (what torch's NCCL flight recorder,
+// TORCH_NCCL_TRACE_BUFFER_SIZE, keeps for NCCL).
+//
+//   COIL_FLIGHT_RECORDER_ENTRIES=N     entries kept per communicator (default 64; 0: off)
+//   COIL_DEBUG_DUMP_ON_ERROR=<path>    also append each dump to this file; in the
+//                                      path %r is the rank, %p the pid, %h the host
+//
+// Every collective and every send/recv (one entry per operation of a group)
+// gets an entry: its sequence number, what it was (kind, count, dtype, op,
+// root or peer), the algorithm that ran it, its state (started, completed,
+// failed), when it started and how long it took. Collectives with count 0
+// are not recorded (they move nothing; their sequence number is still used).
+// When an error breaks the communicator (Communicator::breakWith: a timeout,
+// a dead or closed peer, a mismatch, an abort), the entries are written to
+// the log at WARN level, subsystem COLL, oldest first, each line prefixed
+// "flight recorder (rank r of n, comm <label>[ '<name>']): ":
+//
+//   ...: 8 operation(s) recorded, the last 8 follow, oldest first
+//   ...: #1 allreduce 1024 x float32 sum oneshot completed in 410 us, started 03:41:53.335686
+//   ...: #0 send 4 x float32 to rank 1 completed in 312 us, started 03:41:53.336836
+//   ...: #6 allreduce 16 x float32 sum oneshot failed after 499 ms, started 03:41:53.337500
+//
+// An entry line: "#<seq> <what>[ <algorithm>] <state> <duration>, started
+// <HH:MM:SS.micro, UTC>", where
+//   - seq: for a collective the call number every rank shares (error messages
+//     say "allreduce #6"); for a send or receive the number of that message
+//     between the two ranks in that direction, from 0;
+//   - what: "<collective> <count> x <dtype>[ <op>][ root <r>]" ("barrier"
+//     alone), or "send <count> x <dtype> to rank <p>" / "recv ... from rank <p>";
+//     op is "premulsum" for a coilRedOpCreatePreMulSum op;
+//   - state: "completed in", "failed after", or "in progress for" (the dump
+//     ran during the call); durations in us (one decimal below 10 us) up to
+//     10 ms, then in ms. The operations of one group are timed together.
+// The file gets, per dump, appended in one write (so ranks and
+// communicators sharing a path do not interleave):
+//
+//   coil flight recorder: rank 0 of 3, comm 719b4ada285e-28706, host vm, pid 28706
+//   written 2026-11-22 03:41:54.337993 UTC; 8 operation(s) recorded, the last 8 follow, oldest first
+//   error: allreduce #6 (16 x float32, sum): timed out after 500 ms waiting for ranks 1, 2 (tcp); ...
+//   #1 allreduce 1024 x float32 sum oneshot completed in 410 us, started 03:41:53.335686
+//   ...
+//   <an empty line>
+//
+// A file that cannot be opened or written is a WARN line, never an error.
+//
+// Cost: the calling thread writes its own entries: no allocation, no lock,
+// no atomic read-modify-write; the clock is the TSC (rdtsc, ~10 ns on the
+// reference VM; steady_clock off x86-64), turned into time only by a dump.
+// Begin, algorithm and end of one call cost ~25-50 ns (flight_recorder_test
+// prints it next to a small all-reduce).
+//
+// A dump may run on another thread than the one recording (an abort): each
+// entry is a seqlock (a version word, odd while written), so a reader never
+// returns a torn entry, only skips one that the writer is overwriting.
+// Dumps take a mutex among themselves; the writer never does.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/fingerprint.h"
+#include "coil.h"
+
+#if !defined(__x86_64__)
+#include <chrono>
+#endif
+
+namespace coil {
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { kStarted = 0, kCompleted = 1, kFailed = 2 };
+  /// Entry::kind: an algo::CollKind, or one of these.
+  static constexpr uint8_t kSend = 100, kRecv = 101;
+  /// begin() of a disabled recorder.
+  static constexpr uint64_t kNone = ~uint64_t{0};
+
+  /// One operation (a plain copy, as snapshot() returns it).
+  struct Entry {
+    uint64_t id;             // 0, 1, 2, ...: order of operations on this communicator
+    uint64_t count;          // elements, as the API call passed them
+    uint64_t startTicks;     // ticks()
+    uint64_t endTicks;       // ticks() at the end; 0 while started
+    const char* algorithm;   // a static string, or nullptr (not chosen / not known)
+    uint32_t seq;            // collective: the call number every rank shares (as in
+                             // "allreduce #12"); send/recv: per peer and direction
+    int32_t peer;            // root (rooted collectives), peer (send/recv), else -1
+    int32_t op;              // coilRedOp_t (>= coilNumOps: a pre-multiplied sum); -1: none
+    uint8_t kind;            // algo::CollKind, kSend or kRecv
+    State state;
+    uint8_t type;            // coilDataType_t
+    uint8_t reserved;
+  };
+  static_assert(sizeof(Entry) == 56);
+
+  /// Who is dumping: for the header of a dump.
+  struct Owner {
+    int rank;
+    int nranks;
+    std::string label;  // the communicator's label (shm names, logs)
+    std::string name;   // coilConfig_t name, or empty
+  };
+
+  /// Reads COIL_FLIGHT_RECORDER_ENTRIES and COIL_DEBUG_DUMP_ON_ERROR
+  /// (coilInvalidUsage if the first is not an integer in [0, 1048576]).
+  FlightRecorder();
+  /// `entries` kept (0: disabled); `dumpPath` "" for no file.
+  FlightRecorder(size_t entries, std::string dumpPath);
+  FlightRecorder(const FlightRecorder&) = delete;
+  FlightRecorder& operator=(const FlightRecorder&) = delete;
+
+  /// Entries kept (N), and operations recorded so far.
+  size_t entries() const { return entries_; }
+  uint64_t recorded() const { return head_.load(std::memory_order_acquire); }
+  const std::string& dumpPath() const { return dumpPath_; }
+
+  /// Records the start of an operation; returns its id for end().
+  /// `op` and `peer` are ignored (recorded as -1) for kinds without them.
+  uint64_t begin(uint8_t kind, uint32_t seq, uint64_t count, coilDataType_t type, int op, int peer) {
+    if (entries_ == 0) return kNone;
+    const uint64_t id = head_.load(std::memory_order_relaxed);
+    const bool hasOp = kind == uint8_t(algo::CollKind::AllReduce) ||
+                       kind == uint8_t(algo::CollKind::Reduce) ||
+                       kind == uint8_t(algo::CollKind::ReduceScatter);
+    const bool hasPeer = kind >= kSend || kind == uint8_t(algo::CollKind::Broadcast) ||
+                         kind == uint8_t(algo::CollKind::Reduce) ||
+                         kind == uint8_t(algo::CollKind::Gather) ||
+                         kind == uint8_t(algo::CollKind::Scatter);
+    const Entry e{id,  count, ticks(),           0, nullptr, seq, hasPeer ? peer : -1, hasOp ? op : -1,
+                  kind, State::kStarted, static_cast<uint8_t>(type), 0};
+    store(slot(id), e);
+    head_.store(id + 1, std::memory_order_release);
+    return id;
+  }
+  /// Names the algorithm of the latest operation begun.
+  void setAlgorithm(const char* name) {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (entries_ == 0 || head == 0) return;
+    Slot& s = slot(head - 1);
+    const uint64_t v = beginWrite(s);
+    s.words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(name), std::memory_order_relaxed);
+    s.version.store(v + 2, std::memory_order_release);
+  }
+  /// Records the end of operation `id` (kNone, an id already overwritten or
+  /// ended: nothing). Writes only the words that change.
+  void end(uint64_t id, State state) {
+    if (id == kNone || entries_ == 0) return;
+    Slot& s = slot(id);
+    if (s.words[kIdWord].load(std::memory_order_relaxed) != id) return;
+    uint64_t flags = s.words[kStateWord].load(std::memory_order_relaxed);
+    if (((flags >> kStateShift) & 0xff) != uint8_t(State::kStarted)) return;
+    flags = (flags & ~(uint64_t{0xff} << kStateShift)) | (uint64_t(state) << kStateShift);
+    uint64_t now = ticks();
+    if (now == 0) now = 1;
+    const uint64_t v = beginWrite(s);
+    s.words[kEndWord].store(now, std::memory_order_relaxed);
+    s.words[kStateWord].store(flags, std::memory_order_relaxed);
+    s.version.store(v + 2, std::memory_order_release);
+  }
+
+  /// The last entries() operations (fewer before that many were recorded),
+  /// oldest first. Safe from any thread while the owner records; an entry
+  /// being overwritten right then is left out.
+  std::vector<Entry> snapshot() const;
+
+  /// One line per entry, oldest first: "#41 allreduce 1024 x float32 sum
+  /// oneshot completed in 12 us, started 10:11:12.345678" (times UTC).
+  std::vector<std::string> describe(const std::vector<Entry>& entries) const;
+
+  /// Writes the recorder to the log (WARN, subsystem COLL: a header line,
+  /// then one line per entry, each prefixed "flight recorder (rank r of n,
+  /// comm label): ") and, when COIL_DEBUG_DUMP_ON_ERROR names a path, appends
+  /// the same to that file, headed by the host, pid, time and `error`.
+  /// Never throws; a file that cannot be written is logged.
+  void dump(const Owner& owner, const std::string& error) const noexcept;
+
+  /// The dump file's path for this rank: %r rank, %p pid, %h host, %% a %.
+  static std::string expandPath(const std::string& pattern, int rank);
+
+  /// The clock of entries: the TSC on x86-64, steady_clock ns elsewhere.
+  static uint64_t ticks() {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+  }
+
+  /// One collective: begun on construction; on destruction completed, or
+  /// failed when fail() was called or an exception is leaving the scope.
+  class Scope {
+   public:
+    Scope(FlightRecorder& r, algo::CollKind kind, uint32_t seq, uint64_t count,
+          coilDataType_t type, int op, int root)
+        : r_(r),
+          id_(r.begin(static_cast<uint8_t>(kind), seq, count, type, op, root)),
+          exceptions_(std::uncaught_exceptions()) {}
+    ~Scope() {
+      r_.end(id_, std::uncaught_exceptions() > exceptions_ ? State::kFailed : State::kCompleted);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    void fail() { r_.end(id_, State::kFailed); }
+
+   private:
+    FlightRecorder& r_;
+    uint64_t id_;
+    int exceptions_;
+  };
+
+  /// The operations of one point-to-point batch, added in order (their ids
+  /// are consecutive); ended together like Scope. The operations of a batch
+  /// are timed together: each from its add() to the end of the batch.
+  class Batch {
+   public:
+    explicit Batch(FlightRecorder& r)
+        : r_(r), first_(r.recorded()), exceptions_(std::uncaught_exceptions()) {}
+    ~Batch() {
+      const State s = std::uncaught_exceptions() > exceptions_ ? State::kFailed : State::kCompleted;
+      for (size_t i = 0; i < n_; ++i) r_.end(first_ + i, s);
+    }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+    void add(bool isSend, uint32_t seq, uint64_t count, coilDataType_t type, int peer) {
+      r_.begin(isSend ? kSend : kRecv, seq, count, type, -1, peer);
+      ++n_;
+    }
+    /// Ends the batch as failed: operation i completed if done(i), else failed.
+    template <typename Done>
+    void fail(Done&& done) {
+      for (size_t i = 0; i < n_; ++i)
+        r_.end(first_ + i, done(i) ? State::kCompleted : State::kFailed);
+    }
+
+   private:
+    FlightRecorder& r_;
+    uint64_t first_;
+    size_t n_ = 0;
+    int exceptions_;
+  };
+
+ private:
+  static constexpr size_t kWords = sizeof(Entry) / sizeof(uint64_t);
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> version{0};  // odd while the owner writes
+    std::atomic<uint64_t> words[kWords] = {};
+  };
+  static_assert(sizeof(Slot) == 64);
+
+  // Where end() and setAlgorithm() write (entries are little-endian words).
+  static constexpr size_t kIdWord = offsetof(Entry, id) / 8;
+  static constexpr size_t kEndWord = offsetof(Entry, endTicks) / 8;
+  static constexpr size_t kAlgorithmWord = offsetof(Entry, algorithm) / 8;
+  static constexpr size_t kStateWord = offsetof(Entry, state) / 8;
+  static constexpr unsigned kStateShift = 8 * (offsetof(Entry, state) % 8);
+  static_assert(std::endian::native == std::endian::little);
+
+  Slot& slot(uint64_t id) const { return slots_[id & mask_]; }
+  // Seqlock: the version goes odd before the words change, even after.
+  static uint64_t beginWrite(Slot& s) {
+    const uint64_t v = s.version.load(std::memory_order_relaxed);
+    s.version.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    return v;
+  }
+  static void store(Slot& s, const Entry& e) {
+    uint64_t w[kWords];
+    __builtin_memcpy(w, &e, sizeof e);
+    const uint64_t v = beginWrite(s);
+    for (size_t i = 0; i < kWords; ++i) s.words[i].store(w[i], std::memory_order_relaxed);
+    s.version.store(v + 2, std::memory_order_release);
+  }
+  // A reader's copy of slot `id`; false if it is being written or holds another id.
+  bool read(uint64_t id, Entry* out) const;
+
+  size_t entries_ = 0;                  // N
+  uint64_t mask_ = 0;                   // slots: a power of two >= N
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> head_{0};       // id of the next entry
+  std::string dumpPath_;
+  mutable std::mutex dumpMutex_;        // dumps only
+};
+
+}  // namespace coil
