@@ -258,6 +258,11 @@ void TcpChannel::publishReceivedSlots() noexcept {
     recvFifo_.publish(recvBytes_[slot], recvTags_[slot]);
     ++recvPublished_;
   }
+  // The next frame's socket already ended cleanly, so that frame never
+  // comes: the receive side is over. (onCleanEof checks the same when the
+  // EOF comes last; tests/fuzz/tcp_frames found the other order, where the
+  // executor waited for the frame until its deadline instead of PeerClosed.)
+  if (socketOf(recvPublished_).eof) endRecv();
 }
 
 void TcpChannel::onCleanEof(SocketIo& s) noexcept {
