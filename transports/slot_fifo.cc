@@ -66,11 +66,13 @@ void SlotFifo::publish(uint32_t bytes, uint64_t tag) {
   if (ctl_->tailWaiters.load(std::memory_order_seq_cst) != 0) futexWakeAll(&ctl_->tail);
 }
 
-bool SlotFifo::tryPeek(RecvSlot* out) {
+bool SlotFifo::tryPeek(RecvSlot* out) { return tryPeekAt(0, out); }
+
+bool SlotFifo::tryPeekAt(uint32_t index, RecvSlot* out) const {
   uint32_t h = ctl_->head.load(std::memory_order_relaxed);
   uint32_t t = ctl_->tail.load(std::memory_order_acquire);
-  if (h == t) return false;
-  uint32_t idx = h % ctl_->slotCount;
+  if (t - h <= index) return false;
+  uint32_t idx = (h + index) % ctl_->slotCount;
   out->data = data_ + static_cast<size_t>(idx) * ctl_->slotBytes;
   out->bytes = ctl_->headers[idx].bytes;
   out->tag = ctl_->headers[idx].tag;
@@ -96,6 +98,7 @@ void* SlotFifo::acquire(const WaitWatch& watch, WaitFailure* why) {
         [&] {
           if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
             throw WaitAbandoned{WaitFailure::Aborted};
+          watch.checkStall();
           if (ctl_->consumerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
           if (processGone(ctl_->consumerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
         },
@@ -115,6 +118,7 @@ bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
         [&] {
           if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
             throw WaitAbandoned{WaitFailure::Aborted};
+          watch.checkStall();
           // Data published before the close is still delivered: look again
           // after seeing the flag or the exit (the producer may have
           // published, closed and exited since the last look).

@@ -75,6 +75,18 @@ struct RecvSlot {
 /// Why a wait failed; the caller turns it into a message naming the peer.
 enum class WaitFailure { Timeout, PeerClosed, PeerDied, Aborted };
 
+/// A check of the layer above that a wait runs each time it wakes from a
+/// sleep slice (never while it spins): the communicator looks there for
+/// signs that a peer is in a different call (a mismatched program), which
+/// no FIFO or window wait could see by itself, and throws its own error.
+class StallCheck {
+ public:
+  virtual void check() const = 0;
+
+ protected:
+  ~StallCheck() = default;
+};
+
 /// Everything a blocking FIFO wait watches besides the FIFO.
 struct WaitWatch {
   Deadline deadline = Deadline::never();
@@ -82,6 +94,11 @@ struct WaitWatch {
   /// Poll this long (yielding) before sleeping: the waits of one collective,
   /// whose peers work through the same slices (waitUntil's pollUs).
   int pollUs = 0;
+  const StallCheck* stall = nullptr;  // may be null
+
+  void checkStall() const {
+    if (stall != nullptr) stall->check();
+  }
 };
 
 /// A view of one FIFO; it does not own the memory.
@@ -108,6 +125,9 @@ class SlotFifo {
   // ---- consumer side ------------------------------------------------------
   /// The next filled slot, if any.
   bool tryPeek(RecvSlot* out);
+  /// The filled slot `index` places behind the next one (0: the next), if
+  /// there are that many: a look down the queue that consumes nothing.
+  bool tryPeekAt(uint32_t index, RecvSlot* out) const;
   /// Frees the slot returned by the last peek.
   void release();
   /// Blocks for a filled slot; false and *why on failure.

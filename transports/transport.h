@@ -58,6 +58,12 @@ class Connection {
   /// (tcp) wake it here; shm needs nothing (the peer reads our memory).
   /// Must be cheap: no syscall unless the proxy is asleep.
   virtual void kick() noexcept {}
+  /// Whether everything published on sendFifo() has left this process
+  /// (shm: at once, the peer reads our memory; tcp: once the proxy has
+  /// handed it to the socket). A rank that fails waits, briefly, for its
+  /// failure notice (src/algorithms/failure_notice.h) to leave before it
+  /// closes.
+  virtual bool sent() const { return true; }
   /// Tells the peer this side is gone (abort or error). Idempotent, thread-safe.
   virtual void close() noexcept = 0;
   /// Transport name for logs ("shm", "tcp").

@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "transports/slot_fifo.h"
 #include "transports/transport.h"
@@ -75,6 +76,9 @@ class Window {
   /// The stamp of rank owner's slot `index`.
   virtual uint64_t stampTag(int owner, int index) const = 0;
   virtual uint32_t stampAlgorithm(int owner, int index) const = 0;
+  /// The stamp of the last step rank `owner` posted (0 before its first):
+  /// which call a peer is in, for a rank that waits elsewhere.
+  virtual uint64_t latestStampTag(int owner) const = 0;
 
   /// The last step this rank posted (0 before the first).
   virtual uint32_t posted() const = 0;
@@ -95,6 +99,9 @@ class Window {
   /// A peer that broke (close(true)), or -1. Checked after a wait, so that
   /// a peer that broke over a mismatch is reported as the mismatch.
   virtual int brokenPeer() const = 0;
+  /// The peers that have not posted `step` (yet), in rank order: what a
+  /// timeout names. Empty where the window cannot tell.
+  virtual std::vector<int> notPosted(uint32_t /*step*/) const { return {}; }
 
   /// This rank is gone. `broken` (error or abort): brokenPeer() names it, and
   /// peers fail their current step even if this rank already posted it — a

@@ -1,5 +1,7 @@
 #include "algorithms/fifo_executor.h"
 
+#include "algorithms/failure_notice.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -42,9 +44,7 @@ const void* FifoExecutor::waitIncoming(int from, size_t bytes) {
   transport::RecvSlot slot;
   WaitFailure why{};
   if (!peers_[from]->recvFifo().peek(&slot, watch_, &why)) failWait(from, why, "for data from");
-  if (slot.tag != call_.tag)
-    fail(coilInvalidUsage, call_.description, ": mismatched collective with rank ", from, ": ",
-         explainMismatch(slot.tag, call_.tag));
+  if (slot.tag != call_.tag) failForeignSlot(call_.description, from, slot, call_.tag);
   if (slot.bytes != bytes)
     fail(coilInvalidUsage, call_.description, ": rank ", from, " sent ", slot.bytes,
          " bytes where ", bytes, " were expected: the ranks passed different counts");

@@ -4,8 +4,10 @@
 
 #include <cstring>
 
+#include "algorithms/failure_notice.h"
 #include "algorithms/fingerprint.h"
 #include "core/error.h"
+#include "core/rank_list.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
 
@@ -30,6 +32,15 @@ using transport::WaitFailure;
       fail(coilRemoteError, (*call.describe)(), ": communicator aborted");
   }
   fail(coilInternalError, "unknown wait failure");
+}
+
+// A timeout naming every peer whose input had not arrived, not only the first.
+[[noreturn]] void failTimeout(const ReduceCall& call, const transport::WaitWatch& watch,
+                              const std::vector<int>& missing, const char* transport) {
+  fail(coilTimeout, (*call.describe)(), ": timed out after ", watch.deadline.totalMs(),
+       " ms waiting for data from ", rankList(missing), " (", transport, "); ",
+       missing.size() == 1 ? "the peer" : "these peers",
+       " may be stuck, slower, or in a different call");
 }
 
 // Reduces the n inputs in rank order into call.output and finishes coilAvg.
@@ -95,11 +106,11 @@ void oneShotOverCallerIo(const std::vector<transport::Connection*>& peers, int r
     if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
       fail(coilRemoteError, (*call.describe)(), ": communicator aborted");
     if (watch.deadline.expired()) {
-      for (int k = 1; k < n; ++k) {
-        const int q = (rank + k) % n;
-        if (!io[q]->sendComplete() || !io[q]->recvComplete(&got, &tag))
-          failWait(call, watch, *peers[q], WaitFailure::Timeout, "for data from");
-      }
+      std::vector<int> missing;
+      for (int q = 0; q < n; ++q)
+        if (q != rank && (!io[q]->sendComplete() || !io[q]->recvComplete(&got, &tag)))
+          missing.push_back(q);
+      if (!missing.empty()) failTimeout(call, watch, missing, peers[missing[0]]->transportName());
     }
     if (Clock::now() < spinUntil) {
       if (yield) sched_yield();
@@ -108,6 +119,7 @@ void oneShotOverCallerIo(const std::vector<transport::Connection*>& peers, int r
 #endif
       continue;
     }
+    watch.checkStall();
     const int ms = watch.deadline.remainingMs();
     group.front()->awaitAny(group, ms < kWaitSliceMs ? (ms > 0 ? ms : 1) : kWaitSliceMs);
   }
@@ -163,7 +175,17 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
     transport::Connection& c = *peers[q];
     transport::RecvSlot slot;
     WaitFailure why{};
-    if (!c.recvFifo().peek(&slot, watch, &why)) failWait(call, watch, c, why, "for data from");
+    if (!c.recvFifo().peek(&slot, watch, &why)) {
+      if (why == WaitFailure::Timeout) {  // q, and every later peer with nothing in its FIFO
+        std::vector<int> missing{q};
+        transport::RecvSlot later;
+        for (int p = q + 1; p < n; ++p)
+          if (p != rank && !peers[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
+        failTimeout(call, watch, missing, c.transportName());
+      }
+      failWait(call, watch, c, why, "for data from");
+    }
+    if (slot.tag != call.tag) failForeignSlot((*call.describe)(), q, slot, call.tag);
     checkArrival(call, q, slot.tag, slot.bytes, bytes);
     inputs[q] = slot.data;
   }

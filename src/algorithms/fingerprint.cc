@@ -27,6 +27,7 @@ const char* collName(CollKind kind) {
     case CollKind::Scatter: return "scatter";
     case CollKind::SendRecv: return "send/recv";
     case CollKind::Barrier: return "barrier";
+    case CollKind::FailureNotice: return "failure notice";
   }
   return "collective";
 }
@@ -42,7 +43,9 @@ std::string explainMismatch(uint64_t got, uint64_t expected) {
   auto seq = [](uint64_t t) { return (t >> 40) & 0xFFFFFF; };
   auto coll = [](uint64_t t) { return collName(static_cast<CollKind>((t >> 36) & 0xF)); };
   std::ostringstream os;
-  if (seq(got) != seq(expected)) {
+  if (static_cast<CollKind>((got >> 36) & 0xF) == CollKind::FailureNotice) {
+    os << "the peer's communicator failed";
+  } else if (seq(got) != seq(expected)) {
     os << "the peer is in call #" << seq(got) << " (" << coll(got) << ") but this rank is in call #"
        << seq(expected) << " (" << coll(expected) << "): ranks issued collectives in a different order";
   } else if (((got >> 36) & 0xF) != ((expected >> 36) & 0xF)) {

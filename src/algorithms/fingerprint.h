@@ -31,6 +31,9 @@ enum class CollKind : uint8_t {
   Scatter = 8,
   SendRecv = 9,
   Barrier = 10,
+  // Not a call: the last slot a rank sends when its communicator fails,
+  // carrying the error's text (failure_notice.h).
+  FailureNotice = 15,
 };
 
 const char* collName(CollKind kind);
@@ -44,6 +47,14 @@ struct Fingerprint {
 
   uint64_t encode() const;
 };
+
+/// The fields of an encoded fingerprint that survive whole.
+inline uint32_t seqOf(uint64_t tag) { return static_cast<uint32_t>(tag >> 40) & 0xFFFFFFu; }
+inline CollKind kindOf(uint64_t tag) { return static_cast<CollKind>((tag >> 36) & 0xF); }
+/// `a` - `b` of two 24-bit sequence numbers, wrapping (negative: a is older).
+inline int32_t seqDistance(uint32_t a, uint32_t b) {
+  return static_cast<int32_t>((a - b) << 8) >> 8;
+}
 
 /// Human text for a mismatch between what arrived and what was expected.
 std::string explainMismatch(uint64_t got, uint64_t expected);

@@ -34,6 +34,7 @@
 #include "algorithms/fingerprint.h"
 #include "algorithms/stream_copy.h"
 #include "core/error.h"
+#include "core/rank_list.h"
 #include "reduce/reduce.h"
 
 namespace coil::algo {
@@ -71,7 +72,7 @@ class Stepper {
   void waitForAll(uint32_t step, size_t inlineBytes = 0) {
     int peer = -1;
     WaitFailure why{};
-    if (!w_.waitAll(step, watch_, &peer, &why, inlineBytes)) failWait(peer, why);
+    if (!w_.waitAll(step, watch_, &peer, &why, inlineBytes)) failWait(peer, why, step);
     const int slot = slotOf(step);
     for (int q = 0; q < w_.nranks(); ++q) {
       if (q == w_.rank()) continue;
@@ -94,16 +95,22 @@ class Stepper {
     switch (static_cast<WindowAlgorithm>(algorithm)) {
       case WindowAlgorithm::kOneShot: return "oneshot";
       case WindowAlgorithm::kSlice: return "slice";
+      case WindowAlgorithm::kExchange: return "exchange";
     }
     return "(unknown)";
   }
 
-  [[noreturn]] void failWait(int peer, WaitFailure why) {
+  [[noreturn]] void failWait(int peer, WaitFailure why, uint32_t step = 0) {
     switch (why) {
-      case WaitFailure::Timeout:
+      case WaitFailure::Timeout: {
+        // Every rank that had not posted the step, not only the first.
+        std::vector<int> missing = w_.notPosted(step);
+        if (missing.empty()) missing.push_back(peer);
         fail(coilTimeout, (*call_.describe)(), ": timed out after ", watch_.deadline.totalMs(),
-             " ms waiting for rank ", peer, " (", w_.name(),
-             "); the peer may be stuck, slower, or in a different call");
+             " ms waiting for ", rankList(missing), " (", w_.name(), "); ",
+             missing.size() == 1 ? "the peer" : "these peers",
+             " may be stuck, slower, or in a different call");
+      }
       case WaitFailure::PeerClosed:
         fail(coilRemoteError, (*call_.describe)(), ": rank ", peer, " closed its connection (",
              w_.name(), ") — it failed, aborted or exited");
@@ -172,6 +179,24 @@ void windowOneShotAllReduce(Window& w, const ReduceCall& call,
     reduceInRankOrder(fn, n, call.output, call.count, [&](int q) { return w.slot(q, slot); });
   }
   if (call.op == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
+}
+
+void windowExchangeInline(Window& w, const ReduceCall& call, const void* mine, size_t bytes,
+                          void* all, const transport::WaitWatch& watch) {
+  if (bytes > Window::kInlineBytes)
+    fail(coilInternalError, "window exchange of ", bytes, " bytes exceeds the ",
+         Window::kInlineBytes, "-byte inline area");
+  Stepper steps(w, call, watch, WindowAlgorithm::kExchange);
+  const uint32_t s = steps.nextStep();
+  const int slot = Stepper::slotOf(s);
+  w.putInline(slot, mine, bytes, s);
+  steps.post(s, slot);
+  steps.waitForAll(s, bytes);
+  for (int q = 0; q < w.nranks(); ++q) {
+    uint8_t* dst = static_cast<uint8_t*>(all) + static_cast<size_t>(q) * bytes;
+    if (q == w.rank()) std::memcpy(dst, mine, bytes);
+    else w.getInline(q, slot, dst, bytes);
+  }
 }
 
 void windowSliceAllReduce(Window& w, const ReduceCall& call, const transport::WaitWatch& watch,

@@ -3,6 +3,8 @@
 // the root's side is root.cc.
 #include "bootstrap/bootstrap.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -124,6 +126,17 @@ class RingBootstrap final : public Bootstrap {
     allGather(flags.data(), 1);
   }
 
+  void checkRing() const override {
+    if (nranks_ == 1 || closed_.load()) return;
+    // POLLRDHUP: the neighbour shut its end, even with bytes still queued.
+    pollfd p[2] = {{prev_.fd(), POLLRDHUP, 0}, {next_.fd(), POLLRDHUP, 0}};
+    if (::poll(p, 2, 0) <= 0) return;
+    for (int i = 0; i < 2; ++i)
+      if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+        fail(coilRemoteError, who_, (i == 0 ? prevName_ : nextName_),
+             " closed its bootstrap connection: it exited or failed");
+  }
+
   void close() noexcept override {
     closed_.store(true);
     next_.shutdownBoth();
@@ -218,7 +231,9 @@ class RingBootstrap final : public Bootstrap {
     });
 
     try {
-      next_ = Socket::connect(table[static_cast<size_t>(next)], deadline, abortFlag_);
+      // Every rank listens before it joins the root: a refusal means death.
+      next_ = Socket::connect(table[static_cast<size_t>(next)], deadline, abortFlag_,
+                              Socket::Refused::kFinal);
       auth::proveAsClient(next_, secret_, "ring", deadline, abortFlag_);
       uint8_t hello[kRingHelloBytes];
       wire::putU32(hello, static_cast<uint32_t>(rank_));

@@ -105,6 +105,11 @@ class Bootstrap {
   /// Deadline used for bootstrap operations after create(). Until it is
   /// called, each operation gets a fresh deadline as long as create()'s.
   virtual void setDeadline(const Deadline& deadline) = 0;
+  /// Throws coilRemoteError if a ring neighbour closed its end or died: a
+  /// rank that failed (or was killed) closes its bootstrap, so a wait
+  /// outside the bootstrap (init's data connections) can learn it there
+  /// instead of at its deadline. Non-blocking; the caller's thread only.
+  virtual void checkRing() const = 0;
   /// Closes the ring sockets: blocked peers see EOF. Idempotent; safe from
   /// another thread while an operation blocks (it then fails). A failed
   /// allGather/barrier closes the bootstrap itself, so the failure reaches

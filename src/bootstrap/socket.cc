@@ -240,7 +240,7 @@ Socket Socket::listen(const SocketAddress& addr, int backlog) {
 }
 
 Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline,
-                       const std::atomic<bool>* abortFlag) {
+                       const std::atomic<bool>* abortFlag, Refused refused) {
   auto what = [&] { return "connecting to " + addr.toString(); };
   int backoffMs = 10;
   int lastError = 0;
@@ -267,6 +267,9 @@ Socket Socket::connect(const SocketAddress& addr, const Deadline& deadline,
       }
     }
     if (err == 0) return s;
+    if (err == ECONNREFUSED && refused == Refused::kFinal)
+      fail(coilRemoteError, "cannot connect to ", addr.toString(),
+           ": connection refused, although the peer was listening there: it exited or failed");
     if (!connectRetryable(err)) failErrno("cannot connect to " + addr.toString(), err);
     lastError = err;
     s.reset();

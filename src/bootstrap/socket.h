@@ -52,10 +52,17 @@ class Socket {
 
   /// Listening socket bound to `addr` (port 0 picks one), non-blocking.
   static Socket listen(const SocketAddress& addr, int backlog = 4096);
-  /// Connects to `addr`, retrying ECONNREFUSED until the deadline (the peer
-  /// may not be listening yet). Non-blocking, TCP_NODELAY set.
+  /// Whether a refused connection may be retried.
+  enum class Refused {
+    kRetry,  // the peer may not be listening yet
+    kFinal,  // the peer listened before it published `addr`: it is gone
+  };
+  /// Connects to `addr`, retrying ECONNREFUSED until the deadline unless
+  /// `refused` is kFinal (then coilRemoteError at once). Non-blocking,
+  /// TCP_NODELAY set.
   static Socket connect(const SocketAddress& addr, const Deadline& deadline,
-                        const std::atomic<bool>* abortFlag = nullptr);
+                        const std::atomic<bool>* abortFlag = nullptr,
+                        Refused refused = Refused::kRetry);
   /// Accepts one connection; waits until the deadline. TCP_NODELAY set.
   Socket accept(const Deadline& deadline, const std::atomic<bool>* abortFlag = nullptr,
                 SocketAddress* peer = nullptr);

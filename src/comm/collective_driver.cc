@@ -18,6 +18,7 @@
 #include "algorithms/tree_shape.h"
 #include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
+#include "comm/mismatch_probe.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
@@ -107,7 +108,8 @@ Program programFor(CollKind kind, tune::Algo a) {
     case CollKind::AllToAll: return algo::pairwiseAllToAll;
     case CollKind::Gather: return algo::directGather;
     case CollKind::Scatter: return algo::directScatter;
-    case CollKind::SendRecv: break;
+    case CollKind::SendRecv:
+    case CollKind::FailureNotice: break;
   }
   fail(coilInternalError, "no program for collective ", static_cast<int>(kind));
 }
@@ -118,10 +120,12 @@ void Communicator::collective(const CollectiveCall& call) {
   checkUsable();
   const uint32_t seq = ++seq_;  // every rank counts every call, even empty ones
   if (call.count == 0) return;
+  FlightRecorder::Scope record(flight_, call.kind, seq, call.count, call.type, call.op, call.root);
   try {
     LinkClaim claim(*this);
     runScheduled(call, seq);
   } catch (const Error& e) {
+    record.fail();
     breakWith(e);
   }
 }
@@ -134,6 +138,7 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   std::vector<tune::Prediction> predictions;
   const tune::Choice choice = tune::choose(model_, c.kind, modelBytes(c, nranks_), algoOverride_,
                                            logTune ? &predictions : nullptr);
+  flight_.setAlgorithm(tune::algoName(choice.algorithm));
   // Whole slices, at most half the FIFO (the model's chunk never exceeds it).
   const size_t slicesPerChunk =
       std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
@@ -183,6 +188,12 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   // The FIFO waits of one collective poll (yielding) for up to COIL_SPIN_US
   // before sleeping: after the first slice the peers are inside the same call.
   transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
+  // Rooted collectives first check that every rank is in the same call
+  // (call_agreement.cc); a stalled wait looks for peers in a different one.
+  const uint64_t agreement = hasRoot(c.kind) && nranks_ > 1 ? agreementTag(c, seq) : 0;
+  const MismatchProbe probe(peers_, window_.get(), rank_, tag, agreement, describe);
+  watch.stall = &probe;
+  if (agreement != 0) agreeOnCall(c, seq, describe, watch);
   CollectiveCall direct = c;
   direct.op = op;
   if (runDirect(direct, choice.algorithm, input, tag, describe, watch)) return;

@@ -1,12 +1,19 @@
 #include "comm/communicator.h"
 
+#include "algorithms/failure_notice.h"
+
+#include <thread>
+#include <chrono>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
+#include "algorithms/failure_notice.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fingerprint.h"
 #include "algorithms/ring.h"
@@ -15,6 +22,7 @@
 #include "core/cpu_cache.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/printable.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
@@ -168,7 +176,10 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
            COIL_VERSION_CODE);
     if (std::strncmp(rec.forcedTransport, me.forcedTransport, sizeof me.forcedTransport) != 0)
       fail(coilInvalidUsage, "COIL_TRANSPORT differs between ranks: rank ", r, " has '",
-           rec.forcedTransport, "', rank ", rank_, " has '", me.forcedTransport, "'");
+           // A peer's bytes: bounded, and shown printable.
+           printableText(rec.forcedTransport,
+                         strnlen(rec.forcedTransport, sizeof rec.forcedTransport), 32),
+           "', rank ", rank_, " has '", me.forcedTransport, "'");
     infos.push_back(rec.peer);
   }
 
@@ -336,8 +347,38 @@ void Communicator::breakWith(const Error& e) {
   coilResult_t expected = coilSuccess;
   asyncError_.compare_exchange_strong(expected, e.code());
   COIL_WARN(kColl, e.what());
+  if (expected == coilSuccess) noticePeers(e.what());
   closeAll();
+  // The error that broke the communicator: its last operations, after the
+  // peers were told (closeAll), to the log and COIL_DEBUG_DUMP_ON_ERROR.
+  if (expected == coilSuccess) flight_.dump({rank_, nranks_, label_, options_.name}, e.what());
   throw e;
+}
+
+void Communicator::noticePeers(const std::string& message) noexcept {
+  // Only the thread that broke the communicator gets here (it is the
+  // producer of every send FIFO); an abort from another thread only closes.
+  constexpr auto kDeliveryWait = std::chrono::milliseconds(100);
+  try {
+    {
+      std::lock_guard<std::mutex> lock(closeMutex_);
+      if (closed_) return;
+    }
+    const std::string notice = "rank " + std::to_string(rank_) + ": " + message;
+    std::vector<transport::Connection*> posted;
+    for (transport::Connection* c : peers_)
+      if (c != nullptr && algo::postFailureNotice(c->sendFifo(), notice)) {
+        c->kick();
+        posted.push_back(c);
+      }
+    // Bounded: a peer that stopped reading its socket must not hold us up.
+    const auto until = std::chrono::steady_clock::now() + kDeliveryWait;
+    for (transport::Connection* c : posted)
+      while (!c->sent() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } catch (...) {
+    // Best effort: the close that follows still reaches every peer.
+  }
 }
 
 void Communicator::closeAll() noexcept {

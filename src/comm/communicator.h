@@ -26,6 +26,7 @@
 #include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/link_set.h"
+#include "comm/flight_recorder.h"
 #include "tune/spin_advisor.h"
 #include "tune/tuner.h"
 #include "core/error.h"
@@ -143,9 +144,17 @@ class Communicator {
   void openWindow(const std::vector<transport::PeerInfo>& infos, const Deadline& deadline);
   void agreeOnSlices();
   [[noreturn]] void breakWith(const Error& e);
+  // Sends `message` as a failure notice to every peer whose FIFO has room
+  // (failure_notice.h), and waits up to 100 ms for tcp to send them.
+  void noticePeers(const std::string& message) noexcept;
   void checkUsable() const;
   std::string slowestTransport() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
+  // The fingerprint of a rooted call's agreement step, and the step itself
+  // (call_agreement.cc): every rank fails if any rank is in another call.
+  uint64_t agreementTag(const CollectiveCall& call, uint32_t seq) const;
+  void agreeOnCall(const CollectiveCall& call, uint32_t seq,
+                   const std::function<std::string()>& describe, const transport::WaitWatch& watch);
   bool runDirect(const CollectiveCall& call, tune::Algo algorithm, const void* input, uint64_t tag,
                  const std::function<std::string()>& describe, const transport::WaitWatch& watch);
 
@@ -176,6 +185,8 @@ class Communicator {
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
+  // The last COIL_FLIGHT_RECORDER_ENTRIES operations; dumped by breakWith.
+  FlightRecorder flight_;
   tune::AlgorithmOverride algoOverride_;
   tune::Model model_;
   int maxSpinUs_ = 0;        // COIL_SPIN_US: longest pause-poll before a wait sleeps

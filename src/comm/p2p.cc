@@ -23,10 +23,12 @@
 #include <sstream>
 #include <thread>
 
+#include "algorithms/failure_notice.h"
 #include "algorithms/fingerprint.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/rank_list.h"
 #include "reduce/reduce.h"
 
 namespace coil {
@@ -50,11 +52,13 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   checkUsable();
   std::vector<Task> tasks;
   std::deque<Task*> selfSends, selfRecvs;
+  FlightRecorder::Batch record(flight_);
   for (const P2pCall& c : calls) {
     Task t;
     t.call = c;
     t.bytes = c.count * reduce::typeSize(c.type);
     uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
+    record.add(c.isSend, seq, c.count, c.type, c.peer);
     t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
                 .encode();
     t.conn = peers_[c.peer];
@@ -111,9 +115,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         } else {
           transport::RecvSlot in;
           if (!t.conn->recvFifo().tryPeek(&in)) continue;
-          if (in.tag != t.tag)
-            fail(coilInvalidUsage, describe(t), ": mismatched with rank ", t.call.peer, ": ",
-                 algo::explainMismatch(in.tag, t.tag));
+          if (in.tag != t.tag) algo::failForeignSlot(describe(t), t.call.peer, in, t.tag);
           if (in.bytes != n)
             fail(coilInvalidUsage, describe(t), ": rank ", t.call.peer, " sent a slice of ",
                  in.bytes, " bytes where ", n, " were expected: the counts differ");
@@ -148,15 +150,27 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
           break;
         }
       }
-      if (deadline.expired())
-        fail(coilTimeout, "point-to-point: timed out after ", options_.timeoutMs, " ms; first pending: ",
-             describe(*std::find_if(tasks.begin(), tasks.end(), [](const Task& t) { return !t.finished(); })));
+      if (deadline.expired()) {
+        // Every operation still pending, and the ranks it waits for.
+        std::string pending;
+        std::vector<int> waitingFor;
+        for (const Task& t : tasks) {
+          if (t.finished()) continue;
+          pending += (pending.empty() ? "" : "; ") + describe(t);
+          if (std::find(waitingFor.begin(), waitingFor.end(), t.call.peer) == waitingFor.end())
+            waitingFor.push_back(t.call.peer);
+        }
+        std::sort(waitingFor.begin(), waitingFor.end());
+        fail(coilTimeout, "point-to-point: timed out after ", options_.timeoutMs, " ms waiting for ",
+             rankList(waitingFor), "; pending: ", pending);
+      }
       ++idle;
       if (idle < 64) continue;
       if (idle < 128) sched_yield();
       else std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 20 : 200));
     }
   } catch (const Error& e) {
+    record.fail([&](size_t i) { return tasks[i].finished(); });
     breakWith(e);
   }
 }

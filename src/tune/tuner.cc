@@ -279,7 +279,8 @@ const std::vector<Algo>& algorithmsFor(CollKind kind) {
     case CollKind::Barrier: return barrier;
     case CollKind::Gather:
     case CollKind::Scatter:
-    case CollKind::SendRecv: return direct;
+    case CollKind::SendRecv:
+    case CollKind::FailureNotice: return direct;
   }
   return direct;
 }

@@ -160,7 +160,8 @@ class ShmTransport final : public Transport {
       if (rec.name[0] == '\0')
         fail(coilInternalError, "shm: rank ", p, " has no segment but rank ", ctx.rank,
              " expected to reach it over shm");
-      peerSegments_.push_back(ShmSegment::attach(rec.name, rec.bytes));
+      // A peer's bytes: never read past the field, NUL or not.
+      peerSegments_.push_back(ShmSegment::attach(std::string(rec.name, strnlen(rec.name, kNameBytes)), rec.bytes));
       void* base = peerSegments_.back().base();
       auto* dir = static_cast<const Directory*>(base);
       Layout theirs{dir->slotCount, dir->slotBytes};

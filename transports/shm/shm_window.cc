@@ -156,6 +156,15 @@ class ShmWindow final : public Window {
   uint32_t stampAlgorithm(int owner, int index) const override {
     return control(owner)->mail[index].head.algorithm;
   }
+  uint64_t latestStampTag(int owner) const override {
+    // The later of the two head steps is the last one posted; its stamp
+    // stays until the owner posts two steps more, which needs this rank.
+    const SlotMail* mail = control(owner)->mail;
+    const uint32_t a = mail[0].head.step.load(std::memory_order_acquire);
+    const uint32_t b = mail[1].head.step.load(std::memory_order_acquire);
+    if (a == 0 && b == 0) return 0;
+    return mail[reached(a, b) ? 0 : 1].head.tag;
+  }
 
   uint32_t posted() const override { return posted_; }
 
@@ -179,6 +188,13 @@ class ShmWindow final : public Window {
     for (int q = 0; q < nranks_; ++q)
       if (q != rank_ && control(q)->closed.load(std::memory_order_relaxed) == kBroken) return q;
     return -1;
+  }
+
+  std::vector<int> notPosted(uint32_t step) const override {
+    std::vector<int> missing;
+    for (int p = 0; p < nranks_; ++p)
+      if (p != rank_ && !posted(p, step)) missing.push_back(p);
+    return missing;
   }
 
   bool waitAll(uint32_t step, const WaitWatch& watch, int* peer, WaitFailure* why,
@@ -217,6 +233,7 @@ class ShmWindow final : public Window {
           [&] {
             if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
               throw WaitAbandoned{WaitFailure::Aborted, firstMissing(step)};
+            watch.checkStall();
             for (int p = 0; p < nranks_; ++p) {
               if (p == rank_ || posted(p, step)) continue;
               // Closed or gone, and STILL not posted: a peer may post, finish
@@ -370,7 +387,8 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   for (int r = 0; r < ctx.nranks && attachError.empty(); ++r) {
     if (r == ctx.rank) continue;
     try {
-      peers.push_back(ShmSegment::attach(names[r].name, names[r].bytes));
+      peers.push_back(ShmSegment::attach(
+          std::string(names[r].name, strnlen(names[r].name, kNameBytes)), names[r].bytes));
       auto* c = static_cast<const WindowControl*>(peers.back().base());
       if (c->magic != kMagic || c->slotBytes != slotBytes)
         fail(coilInternalError, "shm window: segment of rank ", r, " is malformed");

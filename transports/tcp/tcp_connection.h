@@ -178,6 +178,7 @@ class TcpConnection final : public Connection, public CallerIo {
   SlotFifo& sendFifo() override { return channel_->sendFifo(); }
   SlotFifo& recvFifo() override { return channel_->recvFifo(); }
   void kick() noexcept override { channel_->kick(); }
+  bool sent() const override { return channel_->sendFifo().pending() == 0; }
   void close() noexcept override { channel_->close(); }
   const char* transportName() const override { return "tcp"; }
   int peer() const override { return channel_->peer(); }

@@ -103,7 +103,9 @@ class Setup {
     std::vector<Socket> sockets;
     for (int i = 0; i <= o_.nsocks; ++i) {
       try {
-        Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag);
+        // The peer listened before the records were exchanged: a refusal
+        // means it is gone.
+        Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag, Socket::Refused::kFinal);
         setBufferSizes(s, o_.nsocks);
         auth::proveAsClient(s, ctx_.bootstrap.secret(), kAuthPurpose, ctx_.deadline);
         Hello hello{kHelloMagic,
@@ -136,11 +138,17 @@ class Setup {
                                    context, kHandshakeMs);
     const std::atomic<bool>* abortFlag = ctx_.abortFlag;
     auto aborted = [abortFlag] { return abortFlag != nullptr && abortFlag->load(); };
+    // A lower rank that died before it connected never will: its ring
+    // neighbours see its bootstrap close, fail, and close theirs in turn.
+    auto stop = [&] {
+      ctx_.bootstrap.checkRing();
+      return aborted();
+    };
     size_t missing = lower.size() * (static_cast<size_t>(o_.nsocks) + 1);
     while (missing > 0) {
       std::optional<AuthenticatedAcceptor::Accepted> a;
       try {
-        a = acceptor.next(ctx_.deadline, aborted);
+        a = acceptor.next(ctx_.deadline, stop);
       } catch (const Error& e) {  // a local failure (poll, accept)
         fail(e.code(), "tcp: rank ", ctx_.rank, " waiting for data connections from ",
              describeMissing(lower, out), ": ", e.what());
