@@ -17,6 +17,7 @@ COIL_DEB_PACKAGES=(
   libgloo-dev
   iproute2
   python3-dev python3-venv
+  clang libclang-rt-dev   # tools/run-fuzz: clang and its libFuzzer runtime
 )
 
 coil_install_deps() {

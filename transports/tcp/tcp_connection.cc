@@ -183,7 +183,7 @@ void TcpChannel::releaseSentSlots() noexcept {
   }
 }
 
-bool TcpChannel::validateHeader(const FrameHeader& h, std::string* why) const {
+bool validateFrameHeader(const FrameHeader& h, uint32_t slotBytes, std::string* why) {
   if (h.marker != kFrameMarker) {
     *why = "protocol error: bad frame marker 0x" + [&] {
       char buf[16];
@@ -192,9 +192,9 @@ bool TcpChannel::validateHeader(const FrameHeader& h, std::string* why) const {
     }();
     return false;
   }
-  if (h.bytes > slotBytes_) {
+  if (h.bytes > slotBytes) {
     *why = "protocol error: frame of " + std::to_string(h.bytes) + " bytes exceeds the " +
-           std::to_string(slotBytes_) + "-byte slot size";
+           std::to_string(slotBytes) + "-byte slot size";
     return false;
   }
   return true;
@@ -234,7 +234,7 @@ bool TcpChannel::progressRecv(SocketIo& s) noexcept {
     if (static_cast<size_t>(got) < want) s.recvBlocked = true;  // drained for now
     if (before < kHeaderBytes && s.recvDone == kHeaderBytes) {
       std::string why;
-      if (!validateHeader(s.recvHeader, &why)) {
+      if (!validateFrameHeader(s.recvHeader, slotBytes_, &why)) {
         failConnection(why + " (socket " + std::to_string(index) + ")");
         return true;
       }

@@ -42,6 +42,12 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 16);
 inline constexpr uint32_t kFrameMarker = 0x31464354;  // "TCF1"
 
+/// The receiver's check of a frame header, before its length is used: the
+/// marker must be kFrameMarker and the payload must fit a `slotBytes`-byte
+/// slot. False with the reason in *why otherwise. Pure (no I/O), so the
+/// fuzz targets (tests/fuzz) call it directly.
+bool validateFrameHeader(const FrameHeader& h, uint32_t slotBytes, std::string* why);
+
 class ExpressPath;  // tcp_express.h
 
 /// Owns the memory of one FIFO that lives in this process: the control block
@@ -132,7 +138,6 @@ class TcpChannel {
   bool recvInterest(const SocketIo& s) const noexcept;
   bool progressSend(SocketIo& s) noexcept;
   bool progressRecv(SocketIo& s) noexcept;
-  bool validateHeader(const FrameHeader& h, std::string* why) const;
   void releaseSentSlots() noexcept;
   void publishReceivedSlots() noexcept;
   void onCleanEof(SocketIo& s) noexcept;

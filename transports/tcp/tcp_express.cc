@@ -18,6 +18,14 @@ constexpr size_t kStageBytes = 16 * 1024;
 
 }  // namespace
 
+ExpressHeaderVerdict checkExpressHeader(const FrameHeader& h, uint64_t expectedTag,
+                                        size_t capacity) {
+  if (h.marker != kFrameMarker) return ExpressHeaderVerdict::kBadMarker;
+  if (h.tag != expectedTag) return ExpressHeaderVerdict::kOtherTag;
+  if (h.bytes > capacity) return ExpressHeaderVerdict::kTooLarge;
+  return ExpressHeaderVerdict::kAccept;
+}
+
 ExpressPath::ExpressPath(int peer, Socket socket)
     : peer_(peer), socket_(std::move(socket)), stage_(kStageBytes) {}
 
@@ -108,22 +116,24 @@ bool ExpressPath::takeFromStage() noexcept {
     std::memcpy(&recvHeader_, stage_.data(), kHeaderBytes);
     used = kHeaderBytes;
     recvHaveHeader_ = true;
-    if (recvHeader_.marker != kFrameMarker) {
-      failWith("protocol error from rank " + std::to_string(peer_) + ": bad express frame marker");
-      return true;
-    }
-    if (recvHeader_.tag != recvExpectedTag_) {
-      // Another call's message: report its header, leave its payload.
-      recvPending_ = false;
-      std::memmove(stage_.data(), stage_.data() + used, staged_ - used);
-      staged_ -= used;
-      return true;
-    }
-    if (recvHeader_.bytes > recvCapacity_) {
-      failWith("rank " + std::to_string(peer_) + " sent a " + std::to_string(recvHeader_.bytes) +
-               "-byte message where at most " + std::to_string(recvCapacity_) +
-               " were expected: the ranks passed different counts");
-      return true;
+    switch (checkExpressHeader(recvHeader_, recvExpectedTag_, recvCapacity_)) {
+      case ExpressHeaderVerdict::kAccept:
+        break;
+      case ExpressHeaderVerdict::kBadMarker:
+        failWith("protocol error from rank " + std::to_string(peer_) +
+                 ": bad express frame marker");
+        return true;
+      case ExpressHeaderVerdict::kOtherTag:
+        // Another call's message: report its header, leave its payload.
+        recvPending_ = false;
+        std::memmove(stage_.data(), stage_.data() + used, staged_ - used);
+        staged_ -= used;
+        return true;
+      case ExpressHeaderVerdict::kTooLarge:
+        failWith("rank " + std::to_string(peer_) + " sent a " + std::to_string(recvHeader_.bytes) +
+                 "-byte message where at most " + std::to_string(recvCapacity_) +
+                 " were expected: the ranks passed different counts");
+        return true;
     }
   }
   const size_t take = std::min(staged_ - used, recvHeader_.bytes - recvPayloadDone_);

@@ -30,6 +30,15 @@ namespace coil::transport::tcp {
 /// bounds the receive buffers a one-shot holds per peer.
 inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 
+/// What a receiver expecting tag `expectedTag` into `capacity` bytes makes of
+/// an express frame header, checked in this order: a bad marker (protocol
+/// error), another call's tag (the receive completes with the header only),
+/// a payload larger than `capacity` (the ranks passed different counts).
+/// Pure (no I/O), so the fuzz targets (tests/fuzz) call it directly.
+enum class ExpressHeaderVerdict { kAccept, kBadMarker, kOtherTag, kTooLarge };
+ExpressHeaderVerdict checkExpressHeader(const FrameHeader& h, uint64_t expectedTag,
+                                        size_t capacity);
+
 class ExpressPath {
  public:
   /// `socket` is connected, authenticated and non-blocking.
