@@ -95,7 +95,6 @@ class Stepper {
     switch (static_cast<WindowAlgorithm>(algorithm)) {
       case WindowAlgorithm::kOneShot: return "oneshot";
       case WindowAlgorithm::kSlice: return "slice";
-      case WindowAlgorithm::kExchange: return "exchange";
     }
     return "(unknown)";
   }
@@ -179,24 +178,6 @@ void windowOneShotAllReduce(Window& w, const ReduceCall& call,
     reduceInRankOrder(fn, n, call.output, call.count, [&](int q) { return w.slot(q, slot); });
   }
   if (call.op == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
-}
-
-void windowExchangeInline(Window& w, const ReduceCall& call, const void* mine, size_t bytes,
-                          void* all, const transport::WaitWatch& watch) {
-  if (bytes > Window::kInlineBytes)
-    fail(coilInternalError, "window exchange of ", bytes, " bytes exceeds the ",
-         Window::kInlineBytes, "-byte inline area");
-  Stepper steps(w, call, watch, WindowAlgorithm::kExchange);
-  const uint32_t s = steps.nextStep();
-  const int slot = Stepper::slotOf(s);
-  w.putInline(slot, mine, bytes, s);
-  steps.post(s, slot);
-  steps.waitForAll(s, bytes);
-  for (int q = 0; q < w.nranks(); ++q) {
-    uint8_t* dst = static_cast<uint8_t*>(all) + static_cast<size_t>(q) * bytes;
-    if (q == w.rank()) std::memcpy(dst, mine, bytes);
-    else w.getInline(q, slot, dst, bytes);
-  }
 }
 
 void windowSliceAllReduce(Window& w, const ReduceCall& call, const transport::WaitWatch& watch,

@@ -25,7 +25,7 @@ namespace coil::algo {
 
 /// Which window algorithm wrote a slot (stamped next to the call's
 /// fingerprint, so ranks that disagree on COIL_ALGO fail loudly).
-enum class WindowAlgorithm : uint32_t { kOneShot = 1, kSlice = 2, kExchange = 3 };
+enum class WindowAlgorithm : uint32_t { kOneShot = 1, kSlice = 2 };
 
 /// Tuning of the slice algorithm.
 struct SliceOptions {
@@ -56,12 +56,5 @@ void windowOneShotAllReduce(transport::Window& window, const ReduceCall& call,
 /// Slice-parallel all-reduce, any count. Throws like windowOneShotAllReduce.
 void windowSliceAllReduce(transport::Window& window, const ReduceCall& call,
                           const transport::WaitWatch& watch, const SliceOptions& options);
-
-/// Every rank's `bytes` (<= Window::kInlineBytes) at `mine` gathered into
-/// `all` (nranks blocks in rank order) in one step: ranks checking that they
-/// agree on a call before they run it. Only call.tag and call.describe are
-/// used. Throws like windowOneShotAllReduce.
-void windowExchangeInline(transport::Window& window, const ReduceCall& call, const void* mine,
-                          size_t bytes, void* all, const transport::WaitWatch& watch);
 
 }  // namespace coil::algo

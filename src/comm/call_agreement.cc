@@ -10,8 +10,9 @@
 // Every rank sees the same records, so every rank fails, with the same
 // message naming both calls.
 //
-// Cost: one window step on one host (a few cache lines per rank), else a
-// ring all-gather of 24 bytes per rank: (n-1) small-message latencies.
+// Cost: one small all-reduce of 24 bytes per rank, through the one-shot (the
+// shared window on one host, tcp's express socket otherwise), or a ring
+// all-gather where the one-shot cannot carry n records.
 // Only broadcast, reduce, gather and scatter pay it; all-reduce, the
 // all-gathers and all-to-all read data from every side, and their
 // fingerprints already catch every disagreement.
@@ -21,7 +22,6 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/fifo_executor.h"
-#include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "reduce/reduce.h"
@@ -65,12 +65,17 @@ void Communicator::agreeOnCall(const CollectiveCall& c, uint32_t seq,
   const CallRecord mine{static_cast<uint32_t>(c.kind), static_cast<int32_t>(c.type),
                         static_cast<int32_t>(c.op), c.root, c.count};
   std::vector<CallRecord> all(static_cast<size_t>(nranks_));
+  all[static_cast<size_t>(rank_)] = mine;
   const uint64_t tag = agreementTag(c, seq);
-  if (window_) {
-    const algo::ReduceCall call{nullptr, nullptr, 0, coilInt8, coilSum, tag, &describe};
-    algo::windowExchangeInline(*window_, call, &mine, sizeof mine, all.data(), watch);
+  const size_t bytes = all.size() * sizeof(CallRecord);
+  if (model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot, bytes)) {
+    // An all-gather as the fastest small all-reduce there is (the window,
+    // or tcp's express socket): every rank's record in its own block, zeros
+    // elsewhere, summed.
+    const CollectiveCall gather{algo::CollKind::AllReduce, all.data(), all.data(),
+                                bytes / sizeof(uint64_t), coilUint64, coilSum, 0};
+    runDirect(gather, tune::Algo::kOneShot, all.data(), tag, describe, watch);
   } else {
-    all[static_cast<size_t>(rank_)] = mine;
     algo::CallData data;
     data.input = data.output = all.data();
     data.count = sizeof(CallRecord);
