@@ -44,11 +44,11 @@ UniqueIdData decodeUniqueId(const coilUniqueId& id);
 /// The id of a rendezvous whose root address every rank knows in advance
 /// (COIL_COMM_ID, MASTER_ADDR:MASTER_PORT), so no bytes have to be passed
 /// around: secret and nonce are derived from SHA-256 of "coil-fixed-root",
-/// the COIL_SECRET variable (if set), `root`'s text and `jobKey` (a launcher's
-/// job id; may be empty). rootHostedByRank0 is set.
-/// Without COIL_SECRET anyone who knows the address (and job id) can derive
-/// the secret: set COIL_SECRET to the same private value on every rank to
-/// make the authentication of such a communicator meaningful.
+/// a private value (COIL_SECRET, else the per-user secret file: see
+/// fixed_root_secret.h), `root`'s text and `jobKey` (a launcher's job id; may
+/// be empty). rootHostedByRank0 is set. With neither private value anyone
+/// who knows the address (and job id) can derive the secret, and a warning
+/// says so.
 UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& jobKey);
 
 /// What coilGetUniqueId does. COIL_COMM_ID set: uniqueIdForFixedRoot of it
