@@ -20,6 +20,10 @@
 //    blocked wait ends with PeerClosed/PeerDied, never hangs.
 //  - close() tells the peer this side is gone; it must be safe to call twice,
 //    from any thread, and must not block for long.
+//  - A rank keeps its bootstrap open until every rank has returned from
+//    connect() (the communicator's init goes on with bootstrap steps): a
+//    transport waiting for a peer may take a closed neighbour bootstrap for
+//    a rank that died during init (Bootstrap::checkRing).
 #pragma once
 
 #include <atomic>

@@ -186,10 +186,8 @@ class RingBootstrap final : public Bootstrap {
       const Deadline answerDeadline = extendedBy(deadline, kRootAnswerGraceMs);
       uint8_t headerBytes[wire::kReplyHeaderBytes];
       root.recvAll(headerBytes, sizeof headerBytes, answerDeadline, abortFlag_, rootName.c_str());
-      const size_t tableBytes = static_cast<size_t>(nranks_) * wire::kAddressBytes;
       if (!wire::getReplyHeader(headerBytes, &header) ||
-          (header.code == coilSuccess && header.length != tableBytes) ||
-          (header.code != coilSuccess && header.length > wire::kMaxErrorTextBytes))
+          !wire::replyFits(header, static_cast<size_t>(nranks_)))
         fail(coilRemoteError, rootName, " sent a malformed answer");
       payload.resize(header.length);
       root.recvAll(payload.data(), payload.size(), answerDeadline, abortFlag_,

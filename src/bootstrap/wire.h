@@ -63,5 +63,11 @@ inline constexpr uint32_t kMaxErrorTextBytes = 4096;
 void putReplyHeader(uint8_t* p, const ReplyHeader& h);
 /// Reads kReplyHeaderBytes; false on a bad magic.
 bool getReplyHeader(const uint8_t* p, ReplyHeader* out);
+/// Whether an answer's length suits its code before the payload is read:
+/// exactly nranks addresses for coilSuccess, at most kMaxErrorTextBytes of
+/// text otherwise.
+inline bool replyFits(const ReplyHeader& h, size_t nranks) {
+  return h.code == 0 ? h.length == nranks * kAddressBytes : h.length <= kMaxErrorTextBytes;
+}
 
 }  // namespace coil::wire

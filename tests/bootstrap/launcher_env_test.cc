@@ -12,6 +12,8 @@
 namespace coil {
 namespace {
 
+using test::messageOf;
+
 std::vector<std::string> launcherVars() {
   std::vector<std::string> v = test::bootstrapVars();
   for (const char* n :
@@ -28,17 +30,6 @@ void expectSameId(const UniqueIdData& a, const UniqueIdData& b) {
   EXPECT_EQ(std::memcmp(a.secret, b.secret, sizeof a.secret), 0);
   EXPECT_EQ(a.nonce, b.nonce);
   EXPECT_EQ(a.rootHostedByRank0, b.rootHostedByRank0);
-}
-
-std::string messageOf(const std::function<void()>& f, coilResult_t expectedCode) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), expectedCode) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
 }
 
 TEST(LauncherEnv, TorchrunStyleWithoutElasticUsesMasterPort) {

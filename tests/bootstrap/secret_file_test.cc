@@ -19,16 +19,7 @@
 namespace coil {
 namespace {
 
-std::string messageOf(const std::function<void()>& f, coilResult_t expectedCode) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), expectedCode) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::messageOf;
 
 void writeFile(const std::string& path, const std::string& text, mode_t mode) {
   std::ofstream(path) << text;

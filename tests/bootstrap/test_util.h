@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
 
@@ -57,6 +59,19 @@ class EnvGuard {
 inline std::vector<std::string> bootstrapVars() {
   return {"COIL_SOCKET_IFNAME", "COIL_COMM_ID", "COIL_SECRET", "COIL_SECRET_FILE", "HOME",
           "COIL_TIMEOUT_MS"};
+}
+
+/// The message of the coil::Error that `f` throws, which must carry
+/// `expectedCode`; a test failure (and "") if it throws none.
+inline std::string messageOf(const std::function<void()>& f, coilResult_t expectedCode) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expectedCode) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
 }
 
 inline SocketAddress loopback(uint16_t port = 0) {

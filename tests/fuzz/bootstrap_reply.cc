@@ -7,7 +7,7 @@
 // socket: header, payload.
 // Checks: the header decoder accepts exactly the right magic and re-encodes
 // to the same bytes; an answer that passes bootstrap.cc's shape check
-// (mirrored below: it is inline there) maps to a valid result code and a
+// (wire::replyFits) maps to a valid result code and a
 // payload of exactly `length` bytes; every address of a success table that
 // decodes re-encodes byte-exactly and round-trips through its text.
 #include <cstring>
@@ -45,9 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // bootstrap.cc's shape check, before it sizes the payload buffer.
   const size_t tableBytes = nranks * wire::kAddressBytes;
-  if ((header.code == coilSuccess && header.length != tableBytes) ||
-      (header.code != coilSuccess && header.length > wire::kMaxErrorTextBytes))
-    return 0;  // "sent a malformed answer"
+  if (!wire::replyFits(header, nranks)) return 0;  // "sent a malformed answer"
   FUZZ_CHECK(header.length <= std::max<size_t>(tableBytes, wire::kMaxErrorTextBytes));
   std::vector<uint8_t> payload = in.bytes(header.length);
   if (payload.size() < header.length) return 0;  // the root closed early: recvAll throws

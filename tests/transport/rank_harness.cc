@@ -119,6 +119,10 @@ std::unique_ptr<RankEnv> setUpRank(const UniqueIdData& id, int rank, int nranks,
     REQUIRE(std::string(conns[i]->transportName()) == env->transport->name(), "transport name");
     env->byPeer[size_t(others[i])] = std::move(conns[i]);
   }
+  // As a communicator's init does (more bootstrap steps follow connect): no
+  // rank closes its bootstrap while a peer may still be connecting, which
+  // the peer would take for a death (Bootstrap::checkRing).
+  env->boot->barrier();
   shared->connected.fetch_add(1);
   return env;
 }

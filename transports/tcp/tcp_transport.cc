@@ -99,6 +99,9 @@ class Setup {
       fail(coilInvalidUsage, "tcp: rank ", ctx_.rank, " lists rank ", peer,
            " as a peer but rank ", peer, " does not list rank ", ctx_.rank,
            " (peer lists passed to connect() must be symmetric)");
+    if (rec.addressLength == 0 || rec.addressLength > sizeof rec.address)
+      fail(coilRemoteError, "tcp: rank ", peer, " published a listener address of ",
+           rec.addressLength, " bytes (at most ", sizeof rec.address, ")");
     const SocketAddress addr = addressOf(rec);
     std::vector<Socket> sockets;
     for (int i = 0; i <= o_.nsocks; ++i) {
