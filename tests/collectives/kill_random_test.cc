@@ -4,11 +4,18 @@
 // never a hang) within 5 s of the kill, although its timeout is far longer,
 // and nothing may be left in /dev/shm.
 //
+// The clock starts when the victim has joined the rendezvous (its own BOOT
+// log says so): a rank that dies before it ever contacts the root cannot be
+// told from one that starts late, by coil or by any launcher-less library,
+// so the survivors rightly wait for their timeout then (bootstrap tests
+// cover that message). From the join on, every moment of init counts.
+//
 //   COIL_FAULT_TRIALS=N   trials (default 50)
 //   COIL_FAULT_SEED=S     first trial's seed (default 1); each trial prints
 //                         its seed, rank count, transport, victim and delay,
 //                         so a failure can be replayed alone.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -42,7 +49,6 @@ int64_t nowNs() {
 
 // Written by the ranks, read by the parent: one page shared across fork.
 struct Outcome {
-  std::atomic<int64_t> enteredInitNs[kMaxRanks];  // 0 until the rank calls init
   std::atomic<int64_t> errorNs[kMaxRanks];        // when the rank saw its error
   std::atomic<int> rc[kMaxRanks];
   char message[kMaxRanks][256];
@@ -53,7 +59,7 @@ struct Trial {
   int nranks;
   std::string transport;
   int victim;
-  int delayUs;  // after the victim entered init
+  int delayUs;  // after the victim joined the rendezvous
 };
 
 Trial makeTrial(unsigned seed) {
@@ -72,14 +78,20 @@ Trial makeTrial(unsigned seed) {
 std::string describe(const Trial& t) {
   return "seed " + std::to_string(t.seed) + ": " + std::to_string(t.nranks) + " ranks over " +
          t.transport + ", rank " + std::to_string(t.victim) + " killed " +
-         std::to_string(t.delayUs / 1000.0) + " ms after it entered init";
+         std::to_string(t.delayUs / 1000.0) + " ms after it joined the rendezvous";
 }
 
 // A rank: init, then all-reduces of varying sizes until one fails.
-[[noreturn]] void runRank(const coilUniqueId& id, int rank, const Trial& t, Outcome* out) {
+[[noreturn]] void runRank(const coilUniqueId& id, int rank, const Trial& t, Outcome* out,
+                          int logFd) {
+  if (logFd >= 0) {
+    // The victim's BOOT log (INFO, set for the whole test: coil reads it
+    // once per process) goes to the parent, which waits for the join.
+    dup2(logFd, STDERR_FILENO);
+    close(logFd);
+  }
   coilConfig_t config = COIL_CONFIG_INITIALIZER;
   config.timeoutMs = kSurvivorTimeoutMs;
-  out->enteredInitNs[rank] = nowNs();
   coilComm_t comm = nullptr;
   coilResult_t rc = coilCommInitRankConfig(&comm, t.nranks, id, rank, &config);
   std::vector<float> send(1 << 16, 1.0f), recv(1 << 16);
@@ -102,6 +114,22 @@ std::string describe(const Trial& t) {
   _exit(0);
 }
 
+// Reads the victim's log until its bootstrap says it joined the root; the
+// time of that line, or 0 at `giveUpNs`.
+int64_t waitForJoin(int fd, int64_t giveUpNs) {
+  std::string seen;
+  char buf[4096];
+  while (nowNs() < giveUpNs) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10) <= 0) continue;
+    const ssize_t k = read(fd, buf, sizeof buf);
+    if (k <= 0) return 0;  // the victim exited (or failed) before joining
+    seen.append(buf, static_cast<size_t>(k));
+    if (seen.find("joined the rendezvous root") != std::string::npos) return nowNs();
+  }
+  return 0;
+}
+
 // Runs one trial; returns failures as text (empty: the trial passed).
 std::string runTrial(const Trial& t) {
   auto* out = static_cast<Outcome*>(
@@ -111,6 +139,8 @@ std::string runTrial(const Trial& t) {
   // Fork first, then make the id (no coil thread alive at fork time).
   std::vector<pid_t> pids;
   std::vector<int> idPipes;
+  int victimLog[2];
+  if (pipe(victimLog) != 0) return "pipe failed";
   std::fflush(nullptr);
   for (int r = 0; r < t.nranks; ++r) {
     int fds[2];
@@ -119,14 +149,17 @@ std::string runTrial(const Trial& t) {
     if (pid == 0) {
       for (int fd : idPipes) close(fd);
       close(fds[1]);
+      close(victimLog[0]);
+      if (r != t.victim) close(victimLog[1]);
       coilUniqueId id;
       if (read(fds[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
-      runRank(id, r, t, out);
+      runRank(id, r, t, out, r == t.victim ? victimLog[1] : -1);
     }
     close(fds[0]);
     idPipes.push_back(fds[1]);
     pids.push_back(pid);
   }
+  close(victimLog[1]);
   coilUniqueId id;
   if (coilGetUniqueId(&id) != coilSuccess) return "coilGetUniqueId failed";
   for (int fd : idPipes) {
@@ -134,17 +167,20 @@ std::string runTrial(const Trial& t) {
     close(fd);
   }
 
-  // Kill the victim delayUs after it entered init.
-  const int64_t started = nowNs();
-  while (out->enteredInitNs[t.victim].load() == 0 && nowNs() - started < 10'000'000'000LL)
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  const int64_t entered = out->enteredInitNs[t.victim].load();
-  if (entered == 0) return "the victim never entered init";
-  while (nowNs() < entered + t.delayUs * 1000LL)
+  // Kill the victim delayUs after it joined the rendezvous.
+  // (The log pipe stays open until the victim is dead: a victim writing to
+  // a closed pipe would die of SIGPIPE at a moment of its own choosing.)
+  const int64_t joined = waitForJoin(victimLog[0], nowNs() + 10'000'000'000LL);
+  if (joined == 0) {
+    close(victimLog[0]);
+    return "the victim never joined the rendezvous";
+  }
+  while (nowNs() < joined + t.delayUs * 1000LL)
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   kill(pids[t.victim], SIGKILL);
   const int64_t killedNs = nowNs();
   waitpid(pids[t.victim], nullptr, 0);
+  close(victimLog[0]);
 
   // Every survivor must exit with its error well inside the bound.
   std::string failures;
@@ -191,6 +227,9 @@ TEST(KillRandomRank, EverySurvivorFailsWithinFiveSeconds) {
   const unsigned firstSeed = static_cast<unsigned>(envInt("COIL_FAULT_SEED", 1));
   const char* ifname = std::getenv("COIL_SOCKET_IFNAME");
   ScopedEnv loopback("COIL_SOCKET_IFNAME", ifname ? ifname : "lo");
+  // Before coil's first log call in this process: the children inherit it.
+  ScopedEnv debug("COIL_DEBUG", "INFO");
+  ScopedEnv subsystems("COIL_DEBUG_SUBSYS", "BOOT");
   int failed = 0;
   for (int i = 0; i < trials; ++i) {
     const Trial t = makeTrial(firstSeed + static_cast<unsigned>(i));
