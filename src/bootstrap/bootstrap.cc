@@ -33,6 +33,13 @@ bool isAborted(const std::atomic<bool>* flag) {
 }
 
 // Rethrows `e` with `context` in front of its message, keeping its code.
+// The peer of `fd` shut its end or reset it (POLLRDHUP: even with bytes
+// still queued). Non-blocking.
+bool hungUp(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 [[noreturn]] void rethrowIn(const std::string& context, const Error& e) {
   throw Error(e.code(), context + e.what());
 }
@@ -128,13 +135,10 @@ class RingBootstrap final : public Bootstrap {
 
   void checkRing() const override {
     if (nranks_ == 1 || closed_.load()) return;
-    // POLLRDHUP: the neighbour shut its end, even with bytes still queued.
-    pollfd p[2] = {{prev_.fd(), POLLRDHUP, 0}, {next_.fd(), POLLRDHUP, 0}};
-    if (::poll(p, 2, 0) <= 0) return;
-    for (int i = 0; i < 2; ++i)
-      if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
-        fail(coilRemoteError, who_, (i == 0 ? prevName_ : nextName_),
-             " closed its bootstrap connection: it exited or failed");
+    if (hungUp(prev_.fd()))
+      fail(coilRemoteError, who_, prevName_, " closed its bootstrap connection: it exited or failed");
+    if (hungUp(next_.fd()))
+      fail(coilRemoteError, who_, nextName_, " closed its bootstrap connection: it exited or failed");
   }
 
   void close() noexcept override {
@@ -217,12 +221,16 @@ class RingBootstrap final : public Bootstrap {
     prevName_ = rankName(prev, table[static_cast<size_t>(prev)]);
 
     std::atomic<bool> stop{false};
+    // Once connected to next: its fd, watched while we wait for prev. A
+    // next that fails (say, its own next died during init) closes the ring
+    // socket; without the watch this rank would wait for its deadline.
+    std::atomic<int> nextFd{-1};
     Socket accepted;
     std::exception_ptr acceptError;
     std::thread acceptThread([&] {
       log::setThreadRank(rank_);
       try {
-        accepted = acceptPrevious(listener, prev, deadline, stop);
+        accepted = acceptPrevious(listener, prev, deadline, stop, nextFd);
       } catch (...) {
         acceptError = std::current_exception();
       }
@@ -236,6 +244,7 @@ class RingBootstrap final : public Bootstrap {
       uint8_t hello[kRingHelloBytes];
       wire::putU32(hello, static_cast<uint32_t>(rank_));
       next_.sendAll(hello, sizeof hello, deadline, abortFlag_, nextName_.c_str());
+      nextFd.store(next_.fd());
     } catch (const Error& e) {
       stop.store(true);
       acceptThread.join();
@@ -251,13 +260,21 @@ class RingBootstrap final : public Bootstrap {
   }
 
   Socket acceptPrevious(Socket& listener, int prev, const Deadline& deadline,
-                        const std::atomic<bool>& stop) {
+                        const std::atomic<bool>& stop, const std::atomic<int>& nextFd) {
     AuthenticatedAcceptor acceptor(listener, secret_, "ring", kRingHelloBytes,
                                    "ring listener of rank " + std::to_string(rank_));
     for (;;) {
-      auto a = acceptor.next(deadline, [&] { return stop.load() || isAborted(abortFlag_); });
+      bool nextGone = false;
+      auto a = acceptor.next(deadline, [&] {
+        const int fd = nextFd.load();
+        nextGone = fd >= 0 && hungUp(fd);
+        return stop.load() || isAborted(abortFlag_) || nextGone;
+      });
       if (!a) {
         if (stop.load()) return Socket();
+        if (nextGone)
+          fail(coilRemoteError, who_, nextName_, " closed the ring while this rank waited for ",
+               prevName_, " to connect: a rank failed or died during init");
         if (isAborted(abortFlag_))
           fail(coilRemoteError, who_, "aborted while waiting for ", prevName_,
                " to connect the ring");

@@ -245,6 +245,25 @@ TEST(KillRandomRank, EverySurvivorFailsWithinFiveSeconds) {
   std::printf("%d of %d trials failed\n", failed, trials);
 }
 
+// The moment right after the victim joined, in turn for each rank of 3 and
+// over both transports: the others are between the rendezvous and the
+// ring, where a rank that waits for its previous neighbour must still learn
+// that a rank died (its next neighbour fails and closes the ring socket).
+TEST(KillRandomRank, KilledRightAfterJoiningFailsEveryone) {
+  const char* ifname = std::getenv("COIL_SOCKET_IFNAME");
+  ScopedEnv loopback("COIL_SOCKET_IFNAME", ifname ? ifname : "lo");
+  ScopedEnv debug("COIL_DEBUG", "INFO");
+  ScopedEnv subsystems("COIL_DEBUG_SUBSYS", "BOOT");
+  for (int rep = 0; rep < 2; ++rep)
+    for (const char* transport : {"tcp", "shm"})
+      for (int victim = 0; victim < 3; ++victim) {
+        const Trial t{0, 3, transport, victim, 0};
+        ScopedEnv forced("COIL_TRANSPORT", t.transport);
+        const std::string failures = runTrial(t);
+        EXPECT_TRUE(failures.empty()) << describe(t) << ":" << failures;
+      }
+}
+
 // The victims never ran their destructors: the leak check at the end
 // fails if a segment of theirs (or of any rank of a trial) is left.
 [[maybe_unused]] auto* const kNoShmLeftBehind =
