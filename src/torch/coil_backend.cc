@@ -49,7 +49,8 @@ CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   coilComm_t comm = nullptr;
   check(coilCommInitRankConfig(&comm, size, id, rank, &config), "coilCommInitRankConfig");
   comm_ = comm;
-  queue_ = std::make_unique<WorkQueue>();
+  p2p_ = std::make_unique<PointToPoint>(rank, size, CommRef(comm, aborting_));
+  queue_ = std::make_unique<WorkQueue>([p2p = p2p_.get()] { p2p->flush(); });
   init();
 }
 
@@ -151,43 +152,29 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
     for (const BatchEntry& e : batch) e.work->complete(error);
     std::rethrow_exception(error);
   }
-  CommRef c = commRef();
+  commRef();  // raises if shut down
   std::vector<at::Tensor> outputs;
   for (const BatchEntry& e : batch)
     for (const at::Tensor& t : e.work->result()) outputs.push_back(t);
-  // Runs of consecutive sends/receives go to coil as one group each (any
-  // order completes); other operations run one by one, in order. Each member
-  // work completes as soon as its part has run; after an error every member
-  // not yet completed gets it too.
-  auto body = [batch = std::move(batch), c]() {
-    size_t next = 0;  // first member not yet completed
+  // Sends and receives are posted to p2p_ and run together, as one coil
+  // group (any order completes), before the next other operation and at the
+  // end; other operations run one by one, in order. Each member work
+  // completes as soon as its part has run; after an error every member not
+  // yet completed gets it too.
+  auto body = [batch = std::move(batch), p2p = p2p_.get()]() {
+    size_t next = 0;  // first member not yet posted or completed
     try {
-      while (next < batch.size()) {
-        if (!batch[next].isP2p) {
-          if (batch[next].body) batch[next].body();
-          batch[next].work->complete(nullptr);
-          ++next;
+      for (; next < batch.size(); ++next) {
+        const BatchEntry& e = batch[next];
+        if (e.isP2p) {
+          p2p->post(e.work, e.isSend, e.tensor, e.peer, e.tag);
           continue;
         }
-        size_t end = next;
-        while (end < batch.size() && batch[end].isP2p) ++end;
-        std::vector<Staged> staged;
-        std::vector<Transfer> transfers;
-        staged.reserve(end - next);
-        for (size_t i = next; i < end; ++i) {
-          const BatchEntry& e = batch[i];
-          staged.emplace_back(e.tensor);
-          transfers.push_back(
-              Transfer{e.isSend, staged.back().data(),
-                       movedElements(e.tensor.scalar_type(), e.tensor.numel()), e.peer});
-        }
-        runTransferGroup(transfers, c.get());
-        for (size_t i = next; i < end; ++i) {
-          if (!batch[i].isSend) staged[i - next].writeBack();
-          batch[i].work->complete(nullptr);
-        }
-        next = end;
+        if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
+        if (e.body) e.body();
+        e.work->complete(nullptr);
       }
+      if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
     } catch (...) {
       for (size_t i = next; i < batch.size(); ++i) batch[i].work->complete(std::current_exception());
       throw;
@@ -201,7 +188,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
                                                                 const at::Tensor& tensor,
-                                                                int peer) {
+                                                                int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
   checkCpuTensor(tensor, name);
   checkRank(peer, size_, name, isSend ? "destination rank" : "source rank");
@@ -215,32 +202,34 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
     e.isSend = isSend;
     e.tensor = tensor;
     e.peer = peer;
+    e.tag = tag;
     batch_.push_back(std::move(e));
     return work;
   }
-  CommRef c = commRef();
-  return enqueue(type, {tensor}, [tensor, isSend, peer, c] {
-    Staged s(tensor);
-    Elements e = movedElements(tensor.scalar_type(), tensor.numel());
-    if (isSend) {
-      check(coilSend(s.data(), e.count, e.type, peer, c.get(), nullptr), "coilSend");
-    } else {
-      check(coilRecv(s.data(), e.count, e.type, peer, c.get(), nullptr), "coilRecv");
-      s.writeBack();
-    }
-  });
+  commRef();  // raises if shut down
+  auto work =
+      c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::vector<at::Tensor>{tensor}, nullptr);
+  // Posted when its turn on the worker comes; runs when someone waits on it
+  // (or on another posted one), or before the next other operation.
+  work->setPosted(
+      [p2p = p2p_.get(), isSend, tensor, peer, tag](const c10::intrusive_ptr<CoilWork>& self) {
+        p2p->post(self, isSend, tensor, peer, tag);
+      },
+      queue_->flushRequester());
+  queue_->push(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
-                                                 int /*tag*/) {
+                                                 int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: send takes one tensor, got ", tensors.size());
-  return enqueuePointToPoint(true, tensors[0], dstRank);
+  return enqueuePointToPoint(true, tensors[0], dstRank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
-                                                 int /*tag*/) {
+                                                 int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: recv takes one tensor, got ", tensors.size());
-  return enqueuePointToPoint(false, tensors[0], srcRank);
+  return enqueuePointToPoint(false, tensors[0], srcRank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::barrier(const c10d::BarrierOptions& /*opts*/) {

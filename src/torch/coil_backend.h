@@ -20,6 +20,7 @@
 
 #include "coil.h"
 #include "coil_calls.h"
+#include "p2p.h"
 #include "work_queue.h"
 
 namespace coil_torch {
@@ -85,11 +86,10 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
-  /// Sends and receives between two ranks match in the order they were
-  /// issued (`tag` is not used). Outside a coalesced batch each one runs
-  /// alone, so two ranks that both send a large tensor before receiving wait
-  /// on each other until the timeout; batch_isend_irecv runs a batch as one
-  /// coil group, in which any order completes.
+  /// Messages match on (source, tag), in order within a tag. They are posted
+  /// to PointToPoint (p2p.h), which runs a rank's pending sends and receives
+  /// together as one coil group when one of them is waited on (or another
+  /// operation comes), so isend/irecv in any order and of any size complete.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
@@ -111,6 +111,7 @@ class CoilBackend : public c10d::Backend {
     bool isSend = false;
     at::Tensor tensor;
     int peer = -1;
+    int tag = 0;
   };
 
   /// Queues `body` (or adds it to the open coalesced batch) as a work
@@ -118,7 +119,7 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          CoilWork::Body body);
   c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(bool isSend, const at::Tensor& tensor,
-                                                     int peer);
+                                                     int peer, int tag);
   /// The communicator for a work body, or a c10::Error once shut down /
   /// aborted.
   CommRef commRef() const;
@@ -138,6 +139,7 @@ class CoilBackend : public c10d::Backend {
 
   std::mutex lifecycleMutex_;  // shutdown vs abort
   bool closed_ = false;
+  std::unique_ptr<PointToPoint> p2p_;  // used by the worker only; outlives it
   std::unique_ptr<WorkQueue> queue_;
 };
 
