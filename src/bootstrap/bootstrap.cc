@@ -117,12 +117,15 @@ class RingBootstrap final : public Bootstrap {
         size_t recvBlock = static_cast<size_t>((rank_ - step - 1 + nranks_) % nranks_);
         sendRecvAll(next_, blocks + sendBlock * bytesPerRank, bytesPerRank, prev_,
                     blocks + recvBlock * bytesPerRank, bytesPerRank, deadline, abortFlag_,
-                    nextName_.c_str(), prevName_.c_str());
+                    nextName_.c_str(), prevName_.c_str(),
+                    // Before the last step, next still needs our blocks: it
+                    // cannot have finished, so its close means it failed.
+                    step < nranks_ - 2 ? WatchTo::kNoticeOrClose : WatchTo::kNotice);
       }
     } catch (const Error& e) {
       bool closedByUs = closed_.load();
       // Close so that our neighbours fail now too, and theirs after them.
-      close();
+      abandon();
       if (closedByUs) fail(coilRemoteError, who_, "bootstrap closed during allGather");
       rethrowIn(who_ + "allGather: ", e);
     }
@@ -139,6 +142,14 @@ class RingBootstrap final : public Bootstrap {
       fail(coilRemoteError, who_, prevName_, " closed its bootstrap connection: it exited or failed");
     if (hungUp(next_.fd()))
       fail(coilRemoteError, who_, nextName_, " closed its bootstrap connection: it exited or failed");
+  }
+
+  void abandon() noexcept override {
+    if (!closed_.load() && prev_.valid()) {
+      const uint8_t notice = 0xEE;
+      (void)::send(prev_.fd(), &notice, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    close();
   }
 
   void close() noexcept override {
@@ -321,7 +332,12 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const UniqueIdData& id, int rank, i
     startRootAt(id, rootMs);
   }
   auto bootstrap = std::make_unique<RingBootstrap>(id, rank, nranks, deadline, abortFlag);
-  bootstrap->join(id, deadline);
+  try {
+    bootstrap->join(id, deadline);
+  } catch (...) {
+    bootstrap->abandon();  // a ring neighbour already connected learns at once
+    throw;
+  }
   return bootstrap;
 }
 

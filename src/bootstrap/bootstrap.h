@@ -110,6 +110,11 @@ class Bootstrap {
   /// outside the bootstrap (init's data connections) can learn it there
   /// instead of at its deadline. Non-blocking; the caller's thread only.
   virtual void checkRing() const = 0;
+  /// As close(), after a failure: first a one-byte notice to the previous
+  /// rank, which never reads from this rank otherwise, so that it fails even
+  /// while it waits on someone else (sendRecvAll's watchTo). What breaks a
+  /// communicator calls this; a normal teardown calls close().
+  virtual void abandon() noexcept = 0;
   /// Closes the ring sockets: blocked peers see EOF. Idempotent; safe from
   /// another thread while an operation blocks (it then fails). A failed
   /// allGather/barrier closes the bootstrap itself, so the failure reaches

@@ -366,11 +366,13 @@ SocketAddress Socket::peerAddress() const {
 
 void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from, void* recvBuf,
                  size_t recvBytes, const Deadline& deadline, const std::atomic<bool>* abortFlag,
-                 const char* peerName, const char* fromName) {
+                 const char* peerName, const char* fromName, WatchTo watchTo) {
   if (fromName == nullptr) fromName = peerName;
   const auto* out = static_cast<const uint8_t*>(sendBuf);
   auto* in = static_cast<uint8_t*>(recvBuf);
   size_t sent = 0, got = 0;
+  if (to.fd() == from.fd()) watchTo = WatchTo::kNo;
+  bool toReadable = false;  // the last poll saw something on `to`
   while (sent < sendBytes || got < recvBytes) {
     // Move whatever can move without waiting, in both directions; wait only
     // when neither can. A full send buffer never stops us from draining the
@@ -397,6 +399,22 @@ void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from
       }
     }
     if (progressed) continue;
+    // Nothing moved, so the data we wait for is not there: now a notice or
+    // a close on `to` decides (data that did arrive is used first, so a
+    // peer that sent its part and then failed still lets this step finish).
+    if (watchTo != WatchTo::kNo && toReadable) {
+      uint8_t notice;
+      const ssize_t k = ::recv(to.fd(), &notice, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (k == 1)
+        fail(coilRemoteError, peerName, " failed and closed the ring (it reported an error)");
+      if (k == 0 || (k < 0 && !wouldBlock(errno))) {
+        if (watchTo == WatchTo::kNoticeOrClose)
+          fail(coilRemoteError, peerName,
+               " closed the ring before it had all this rank's data: it failed or died");
+        watchTo = WatchTo::kNo;  // it finished and left: only `from` matters now
+      }
+      toReadable = false;
+    }
 
     if (isAborted(abortFlag) || deadline.expired()) {
       std::string what = "exchanging data: sent " + std::to_string(sent) + " of " +
@@ -410,13 +428,17 @@ void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from
     nfds_t count = 0;
     short sendEvents = sent < sendBytes ? POLLOUT : 0;
     short recvEvents = got < recvBytes ? POLLIN : 0;
+    const short toEvents =
+        static_cast<short>(sendEvents | (watchTo != WatchTo::kNo ? POLLIN : 0));
     if (to.fd() == from.fd()) {
       fds[count++] = pollfd{to.fd(), static_cast<short>(sendEvents | recvEvents), 0};
     } else {
-      if (sendEvents) fds[count++] = pollfd{to.fd(), sendEvents, 0};
+      if (toEvents) fds[count++] = pollfd{to.fd(), toEvents, 0};
       if (recvEvents) fds[count++] = pollfd{from.fd(), recvEvents, 0};
     }
     if (::poll(fds, count, sliceMs(deadline)) < 0 && errno != EINTR) failErrno("poll", errno);
+    toReadable = watchTo != WatchTo::kNo && toEvents != 0 &&
+                 (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
   }
 }
 

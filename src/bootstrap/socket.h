@@ -88,8 +88,17 @@ class Socket {
 /// same socket. Errors name `peerName` (failures on `to`) or `fromName`
 /// (failures on `from`; nullptr: `peerName` too). Same error codes as
 /// sendAll/recvAll.
+/// How to watch `to` while we wait on `from`, when `to`'s peer never sends
+/// on it (a ring): a byte arriving there is its failure notice
+/// (Bootstrap::abandon), so fail at once.
+enum class WatchTo {
+  kNo,
+  kNoticeOrClose,  // its close is a failure too: it still needs our data
+  kNotice,         // its close is not: it may have finished and left
+};
 void sendRecvAll(Socket& to, const void* sendBuf, size_t sendBytes, Socket& from, void* recvBuf,
                  size_t recvBytes, const Deadline& deadline, const std::atomic<bool>* abortFlag,
-                 const char* peerName, const char* fromName = nullptr);
+                 const char* peerName, const char* fromName = nullptr,
+                 WatchTo watchTo = WatchTo::kNo);
 
 }  // namespace coil

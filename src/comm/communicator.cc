@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <thread>
 
@@ -83,6 +84,15 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " joining rendezvous at ", id.root.toString(),
             options_.name.empty() ? "" : " comm '" + options_.name + "'");
   bootstrap_ = Bootstrap::create(id, rank, nranks, deadline, abortFlag_);
+  // An init that fails from here on tells its ring neighbours (abandon), so
+  // that the failure walks the ring instead of waiting for their deadlines.
+  struct AbandonIfInitFails {
+    Bootstrap& bootstrap;
+    const int exceptionsBefore = std::uncaught_exceptions();
+    ~AbandonIfInitFails() {
+      if (std::uncaught_exceptions() > exceptionsBefore) bootstrap.abandon();
+    }
+  } abandonIfInitFails{*bootstrap_};
   // The label names shm segments: it must be the same on every rank and
   // unique per communicator; rank 0's pid plus the id nonce is.
   std::vector<int32_t> pids(static_cast<size_t>(nranks));
@@ -390,7 +400,7 @@ void Communicator::closeAll() noexcept {
   if (links_)
     for (int index : linkOf_)
       if (index >= 0) links_->close(index);
-  if (bootstrap_) bootstrap_->close();
+  if (bootstrap_) bootstrap_->abandon();
 }
 
 void Communicator::barrier() {

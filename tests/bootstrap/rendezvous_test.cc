@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "bootstrap/auth.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -263,6 +265,57 @@ TEST(Rendezvous, ClosedPeerFailsTheOthersPromptly) {
     fail(coilInternalError, "allGather completed without rank 2");
   });
   expectAllOk(outcomes);
+}
+
+// A rank that joins the root and vanishes before the ring forms (a kill -9
+// at that moment): its listener is gone, so its previous neighbour's
+// connect is refused, and the failure must walk the ring to every other
+// rank: one waiting in the ring for the vanished rank to connect, one
+// already in an allGather waiting on that one. Each fails in seconds.
+TEST(Rendezvous, ARankThatVanishesAfterJoiningFailsEveryoneSoon) {
+  test::EnvGuard env(test::bootstrapVars());
+  UniqueIdData id = startRoot(loopback(), kTimeoutMs);
+  constexpr int kRanks = 4, kGone = 1;
+  auto outcomes = test::runThreads(kRanks, [&](int r) {
+    if (r == kGone) {
+      // Join with a listener address nobody listens on, then leave.
+      Socket listener = Socket::listen(loopback());
+      wire::Hello hello;
+      hello.rank = r;
+      hello.nranks = kRanks;
+      hello.listener = listener.localAddress();
+      listener.reset();
+      Socket root = Socket::connect(id.root, Deadline::after(kTimeoutMs));
+      auth::proveAsClient(root, id.secret, "root", Deadline::after(kTimeoutMs));
+      uint8_t bytes[wire::kHelloBytes];
+      wire::putHello(bytes, hello);
+      root.sendAll(bytes, sizeof bytes, Deadline::after(kTimeoutMs));
+      // Take the address table like a live rank, then vanish.
+      uint8_t header[wire::kReplyHeaderBytes];
+      root.recvAll(header, sizeof header, Deadline::after(kTimeoutMs));
+      wire::ReplyHeader reply;
+      if (!wire::getReplyHeader(header, &reply)) fail(coilInternalError, "bad reply");
+      std::vector<uint8_t> table(reply.length);
+      root.recvAll(table.data(), table.size(), Deadline::after(kTimeoutMs));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      auto boot = Bootstrap::create(id, r, kRanks, Deadline::after(60000), nullptr);
+      std::vector<int32_t> all(kRanks);
+      boot->allGather(all.data(), sizeof(int32_t));
+    } catch (const Error& e) {
+      const double took =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (e.code() == coilTimeout || took > 5.0)
+        fail(coilInternalError, "rank ", r, " failed after ", took, " s: ", e.what());
+      return;
+    }
+    fail(coilInternalError, "rank ", r, " completed without rank ", kGone);
+  });
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_TRUE(outcomes[static_cast<size_t>(r)].ok) << "rank " << r << ": "
+                                                     << outcomes[static_cast<size_t>(r)].message;
 }
 
 TEST(Rendezvous, AbortFlagEndsAnAllGather) {
