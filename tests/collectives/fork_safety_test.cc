@@ -96,6 +96,12 @@ void handleLookups(std::atomic<bool>& stop) {
 }
 
 TEST(ForkSafety, AChildCanCreateACommunicatorWhileParentThreadsUsedOne) {
+  // The child's init allocates a lot; under gcc 12's AddressSanitizer one
+  // child in 200 hung inside the sanitizer's allocator in two CI runs of
+  // 2026-11-25 (not reproduced in release builds, where this test runs).
+  if (kAsanAllocator)
+    GTEST_SKIP() << "this build's AddressSanitizer allocator is not fork-safe; the release "
+                    "build runs this test";
   coilUniqueId id;
   ASSERT_EQ(coilGetUniqueId(&id), coilSuccess);
   ASSERT_EQ(coilCommInitRank(&gSolo, 1, id, 0), coilSuccess) << coilGetLastError(nullptr);
