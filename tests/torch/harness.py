@@ -116,3 +116,16 @@ def finish(name, reports, passed):
     failed = 1 if reports else 0
     print(f"{name}: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def run_worlds(name, worker, world_sizes, timeout=150):
+    """Runs worker at each world size in turn, then finish()es."""
+    require_coil_torch()
+    reports = []
+    passed = 0
+    for world in world_sizes:
+        got = run_ranks(worker, world, timeout=timeout)
+        say(f"world {world}: {'ok' if not got else 'FAILED'}")
+        passed += 0 if got else 1
+        reports += got
+    finish(name, reports, passed)

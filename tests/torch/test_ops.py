@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import init_env, run_worlds, say
 
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "1,2,3,4").split(","))
 
@@ -386,15 +386,7 @@ def worker(rank, world, port):
 
 
 def main():
-    require_coil_torch()
-    reports = []
-    passed = 0
-    for world in WORLD_SIZES:
-        got = run_ranks(worker, world, timeout=150)
-        say(f"world {world}: {'ok' if not got else 'FAILED'}")
-        passed += 0 if got else 1
-        reports += got
-    finish("test_ops", reports, passed)
+    run_worlds("test_ops", worker, WORLD_SIZES)
 
 
 if __name__ == "__main__":

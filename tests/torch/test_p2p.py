@@ -18,7 +18,7 @@ import datetime
 import os
 import traceback
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import init_env, run_worlds, say
 
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,3").split(",")
                     if int(w) >= 2)
@@ -163,15 +163,7 @@ def worker(rank, world, port):
 
 
 def main():
-    require_coil_torch()
-    reports = []
-    passed = 0
-    for world in WORLD_SIZES:
-        got = run_ranks(worker, world, timeout=150)
-        say(f"world {world}: {'ok' if not got else 'FAILED'}")
-        passed += 0 if got else 1
-        reports += got
-    finish("test_p2p", reports, passed)
+    run_worlds("test_p2p", worker, WORLD_SIZES)
 
 
 if __name__ == "__main__":
