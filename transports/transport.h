@@ -12,7 +12,7 @@
 //    so that bootstrap exchanges line up. It blocks (with ctx.deadline) until
 //    the connections are usable.
 //  - Every connection it accepts proves knowledge of the communicator's
-//    secret (src/bootstrap/auth.h) before any state is touched.
+//    secret (src/net/auth.h) before any state is touched.
 //  - Data moves without the caller's help: shm because the peer writes our
 //    memory, tcp through a per-communicator proxy thread. A FIFO wait is all a
 //    collective ever does.
@@ -23,7 +23,7 @@
 //  - A rank keeps its bootstrap open until every rank has returned from
 //    connect() (the communicator's init goes on with bootstrap steps): a
 //    transport waiting for a peer may take a closed neighbour bootstrap for
-//    a rank that died during init (Bootstrap::checkRing).
+//    a rank that died during init (OutOfBand::checkRing).
 #pragma once
 
 #include <atomic>
@@ -34,19 +34,60 @@
 #include <vector>
 
 #include "core/deadline.h"
+#include "transports/out_of_band.h"
 #include "transports/slot_fifo.h"
 
-namespace coil {
-class Bootstrap;
-}
-
 namespace coil::transport {
+
+class CallerIo;
 
 /// What every rank publishes about itself at init (exchanged by allGather).
 struct PeerInfo {
   uint64_t hostHash;  // same value <=> same host (boot id, hostname, net namespace)
   int32_t pid;
   int32_t rank;
+};
+
+/// What a transport's links cost: the α-β-γ parameters of the cost model
+/// (src/tune/tuner.h) for data moved over them. γ is the reduction's cost per
+/// byte as it runs beside this transport's copies; β and γ hold while data
+/// stays in the caches and are multiplied by memoryFactor beyond them.
+struct LinkCost {
+  double alphaUs;
+  double betaUsPerB;
+  double gammaUsPerB;
+  double memoryFactor = 1.0;
+};
+
+/// How a transport describes itself to the layers above, which never name
+/// one: the tuner reads its costs, the communicator its capabilities.
+struct Traits {
+  /// For logs, COIL_TRANSPORT and COIL_TUNE targets. Never compared outside
+  /// transports/ except with what a user typed.
+  const char* name;
+  /// Ranks it connects load and store each other's memory: the one-host
+  /// window algorithms (window.h) may run when every link has this.
+  bool peerMemoryMapped;
+  /// Ring and tree over its FIFOs.
+  LinkCost fifo;
+  /// The FIFO one-shot: one message per peer (over CallerIo where the
+  /// connection has one).
+  LinkCost oneShot;
+};
+
+/// What one rank publishes about itself for one transport before any
+/// connect() (its device, its port): exchanged by the communicator, read by
+/// canReach on both ends of a pair, so that both pick the same transport.
+inline constexpr size_t kAddressBytes = 120;
+struct Address {
+  uint32_t length = 0;  // 0: this rank has nothing (the transport is unusable here)
+  uint8_t bytes[kAddressBytes] = {};
+};
+
+/// One end of a pair, as canReach sees it.
+struct Endpoint {
+  const PeerInfo& info;
+  const Address& address;
 };
 
 /// Connection to one peer: both directions.
@@ -70,15 +111,17 @@ class Connection {
   virtual bool sent() const { return true; }
   /// Tells the peer this side is gone (abort or error). Idempotent, thread-safe.
   virtual void close() noexcept = 0;
-  /// Transport name for logs ("shm", "tcp").
-  virtual const char* transportName() const = 0;
+  /// The transport this connection belongs to.
+  virtual const Traits& traits() const = 0;
+  /// Its caller-driven message path (caller_io.h), or nullptr.
+  virtual CallerIo* callerIo() { return nullptr; }
   /// Peer rank.
   virtual int peer() const = 0;
 };
 
 /// Inputs to Transport::connect.
 struct SetupContext {
-  Bootstrap& bootstrap;
+  OutOfBand& oob;
   int rank;
   int nranks;
   const std::vector<PeerInfo>& peers;  // indexed by rank
@@ -92,9 +135,18 @@ struct SetupContext {
 class Transport {
  public:
   virtual ~Transport() = default;
-  virtual const char* name() const = 0;
-  /// Can this transport reach `peer` from `self`? (shm: same host only.)
-  virtual bool canReach(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  virtual const Traits& traits() const = 0;
+  const char* name() const { return traits().name; }
+  /// Why this transport cannot run on this rank at all (no device, a
+  /// library missing), or empty. Named in the error when COIL_TRANSPORT
+  /// forces it.
+  virtual std::string unusable() const { return {}; }
+  /// This rank's address (Address::length 0 when unusable). Called once,
+  /// before canReach and connect.
+  virtual Address localAddress() { return Address{}; }
+  /// Can this transport connect `self` to `peer`? Must give the same
+  /// answer on both ends (shm: same host; ib: both have a usable port).
+  virtual bool canReach(const Endpoint& self, const Endpoint& peer) const = 0;
   /// Collective: connects to each rank in `peerRanks`. Result[i] connects to
   /// peerRanks[i]. Must be called by every rank (peer lists may be empty).
   virtual std::vector<std::unique_ptr<Connection>> connect(SetupContext& ctx,

@@ -27,11 +27,11 @@ void FifoExecutor::failWait(int peer, WaitFailure why, const char* direction) {
   switch (why) {
     case WaitFailure::Timeout:
       fail(coilTimeout, call_.description, ": timed out after ", watch_.deadline.totalMs(),
-           " ms waiting ", direction, " rank ", peer, " (", peers_[peer]->transportName(),
+           " ms waiting ", direction, " rank ", peer, " (", peers_[peer]->traits().name,
            "); the peer may be stuck, slower, or in a different call");
     case WaitFailure::PeerClosed:
       fail(coilRemoteError, call_.description, ": rank ", peer, " closed its connection (",
-           peers_[peer]->transportName(), ") — it failed, aborted or exited");
+           peers_[peer]->traits().name, ") — it failed, aborted or exited");
     case WaitFailure::PeerDied:
       fail(coilRemoteError, call_.description, ": rank ", peer, " died (its process is gone)");
     case WaitFailure::Aborted:

@@ -21,11 +21,11 @@ using transport::WaitFailure;
   switch (why) {
     case WaitFailure::Timeout:
       fail(coilTimeout, (*call.describe)(), ": timed out after ", watch.deadline.totalMs(),
-           " ms waiting ", direction, " rank ", c.peer(), " (", c.transportName(),
+           " ms waiting ", direction, " rank ", c.peer(), " (", c.traits().name,
            "); the peer may be stuck, slower, or in a different call");
     case WaitFailure::PeerClosed:
       fail(coilRemoteError, (*call.describe)(), ": rank ", c.peer(), " closed its connection (",
-           c.transportName(), ") — it failed, aborted or exited");
+           c.traits().name, ") — it failed, aborted or exited");
     case WaitFailure::PeerDied:
       fail(coilRemoteError, (*call.describe)(), ": rank ", c.peer(), " died (its process is gone)");
     case WaitFailure::Aborted:
@@ -110,7 +110,7 @@ void oneShotOverCallerIo(const std::vector<transport::Connection*>& peers, int r
       for (int q = 0; q < n; ++q)
         if (q != rank && (!io[q]->sendComplete() || !io[q]->recvComplete(&got, &tag)))
           missing.push_back(q);
-      if (!missing.empty()) failTimeout(call, watch, missing, peers[missing[0]]->transportName());
+      if (!missing.empty()) failTimeout(call, watch, missing, peers[missing[0]]->traits().name);
     }
     if (Clock::now() < spinUntil) {
       if (yield) sched_yield();
@@ -148,7 +148,7 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
   bool express = true;
   for (int q = 0; q < n && express; ++q) {
     if (q == rank) continue;
-    io[q] = dynamic_cast<transport::CallerIo*>(peers[q]);
+    io[q] = peers[q]->callerIo();
     express = io[q] != nullptr && io[q]->callerIoMaxBytes() >= bytes;
   }
   if (express) return oneShotOverCallerIo(peers, rank, call, watch, spinUs, yield, io);
@@ -181,7 +181,7 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
         transport::RecvSlot later;
         for (int p = q + 1; p < n; ++p)
           if (p != rank && !peers[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
-        failTimeout(call, watch, missing, c.transportName());
+        failTimeout(call, watch, missing, c.traits().name);
       }
       failWait(call, watch, c, why, "for data from");
     }

@@ -10,8 +10,8 @@
 #include <exception>
 #include <vector>
 
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
+#include "net/acceptor.h"
+#include "net/auth.h"
 #include "bootstrap/wire.h"
 #include "core/env.h"
 #include "core/error.h"

@@ -22,7 +22,8 @@
 
 #include "coil.h"
 #include "core/deadline.h"
-#include "bootstrap/socket.h"
+#include "net/socket.h"
+#include "transports/out_of_band.h"
 
 namespace coil {
 
@@ -76,7 +77,7 @@ UniqueIdData startRoot(const SocketAddress& bindAddress, int64_t timeoutMs);
 /// on exactly `id.root` and authenticates with `id.secret`.
 void startRootAt(const UniqueIdData& id, int64_t timeoutMs);
 
-class Bootstrap {
+class Bootstrap : public transport::OutOfBand {
  public:
   /// Joins the rendezvous described by `id` as `rank` of `nranks`. Blocks
   /// until the ring is connected or the deadline passes (coilTimeout), or the
@@ -91,25 +92,11 @@ class Bootstrap {
                                            const std::atomic<bool>* abortFlag);
   virtual ~Bootstrap() = default;
 
-  virtual int rank() const = 0;
-  virtual int nranks() const = 0;
-  /// `data` holds nranks blocks of `bytesPerRank`; block rank() is this
-  /// rank's contribution. On return every block is filled. Collective.
-  virtual void allGather(void* data, size_t bytesPerRank) = 0;
-  /// Collective: returns once every rank has entered.
-  virtual void barrier() = 0;
-  /// The communicator's secret, for transports that authenticate connections.
-  virtual const uint8_t* secret() const = 0;
-  /// The local IP address this rank advertises (transports listen on it).
-  virtual SocketAddress localAddress() const = 0;
+  // rank, nranks, allGather, barrier, secret, localAddress and checkRing:
+  // transports/out_of_band.h.
   /// Deadline used for bootstrap operations after create(). Until it is
   /// called, each operation gets a fresh deadline as long as create()'s.
   virtual void setDeadline(const Deadline& deadline) = 0;
-  /// Throws coilRemoteError if a ring neighbour closed its end or died: a
-  /// rank that failed (or was killed) closes its bootstrap, so a wait
-  /// outside the bootstrap (init's data connections) can learn it there
-  /// instead of at its deadline. Non-blocking; the caller's thread only.
-  virtual void checkRing() const = 0;
   /// As close(), after a failure: first a one-byte notice to the previous
   /// rank, which never reads from this rank otherwise, so that it fails even
   /// while it waits on someone else (sendRecvAll's watchTo). What breaks a

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "core/error.h"
 
 namespace coil {

@@ -7,8 +7,8 @@
 #include <deque>
 #include <mutex>
 
-#include "bootstrap/auth.h"
-#include "bootstrap/sha256.h"
+#include "net/auth.h"
+#include "net/sha256.h"
 #include "core/fork_guard.h"
 
 namespace coil::auth {

@@ -15,11 +15,11 @@
 
 #include <cstring>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/fixed_root_secret.h"
 #include "bootstrap/secret_origin.h"
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 #include "bootstrap/wire.h"
 #include "core/env.h"
 #include "core/error.h"

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 namespace coil::wire {
 

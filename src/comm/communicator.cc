@@ -120,7 +120,13 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   agreeOnSlices();
   tune::Topology topology;
   topology.nranks = nranks;
-  topology.transport = slowestTransport();
+  const transport::Traits& slowest = slowestTraits();
+  topology.transport = slowest.name;
+  topology.fifo = {slowest.fifo.alphaUs, slowest.fifo.betaUsPerB, slowest.fifo.gammaUsPerB,
+                   slowest.fifo.memoryFactor};
+  topology.oneShot = {slowest.oneShot.alphaUs, slowest.oneShot.betaUsPerB,
+                      slowest.oneShot.gammaUsPerB, slowest.oneShot.memoryFactor};
+  topology.transports = transport::registeredTransports();
   topology.chunkBytes = sliceBytes_ * slicesPerChunk_;
   topology.sliceBytes = sliceBytes_;
   // The FIFO one-shot sends one slot per peer, or one message on each
@@ -129,7 +135,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   size_t callerIoBytes = SIZE_MAX;
   for (auto* c : peers_)
     if (c) {
-      auto* io = dynamic_cast<transport::CallerIo*>(c);
+      transport::CallerIo* io = c->callerIo();
       callerIoBytes = std::min(callerIoBytes, io ? io->callerIoMaxBytes() : 0);
     }
   if (callerIoBytes != 0 && callerIoBytes != SIZE_MAX) topology.fifoSlotBytes = callerIoBytes;
@@ -204,19 +210,41 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   // One transport instance per kind; each peer goes to the first (most
   // preferred) transport that can reach it, or to the forced one. The rule
   // is symmetric, so both ends of a pair pick the same transport.
+  // Each transport's address (its device, its port) is exchanged before any
+  // connects, so that both ends of a pair judge canReach on the same facts.
+  const size_t kinds = available.size();
   std::vector<std::unique_ptr<transport::Transport>> transports;
   for (const auto& name : available) transports.push_back(transport::createTransport(name));
-  std::vector<std::vector<int>> peersOf(available.size());
+  std::vector<transport::Address> addresses(static_cast<size_t>(nranks_) * kinds);
+  for (size_t t = 0; t < kinds; ++t)
+    if (forced.empty() || available[t] == forced)
+      addresses[static_cast<size_t>(rank_) * kinds + t] = transports[t]->localAddress();
+  bootstrap_->allGather(addresses.data(), kinds * sizeof(transport::Address));
+  auto endpoint = [&](int r, size_t t) {
+    transport::Address& a = addresses[static_cast<size_t>(r) * kinds + t];
+    a.length = std::min<uint32_t>(a.length, transport::kAddressBytes);  // a peer's bytes
+    return transport::Endpoint{infos[r], a};
+  };
+  std::vector<std::vector<int>> peersOf(kinds);
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
-    size_t chosen = available.size();
-    for (size_t t = 0; t < available.size() && chosen == available.size(); ++t) {
+    size_t chosen = kinds;
+    for (size_t t = 0; t < kinds && chosen == kinds; ++t) {
       if (!forced.empty() && available[t] != forced) continue;
-      if (transports[t]->canReach(infos[rank_], infos[p])) chosen = t;
+      if (transports[t]->canReach(endpoint(rank_, t), endpoint(p, t))) chosen = t;
     }
-    if (chosen == available.size())
-      fail(coilInvalidUsage, "no transport can reach rank ", p, " from rank ", rank_,
-           forced.empty() ? "" : " (COIL_TRANSPORT=" + forced + " cannot reach another host)");
+    if (chosen == kinds) {
+      if (forced.empty())
+        fail(coilInvalidUsage, "no transport can reach rank ", p, " from rank ", rank_);
+      const size_t t = static_cast<size_t>(
+          std::find(available.begin(), available.end(), forced) - available.begin());
+      const std::string why = transports[t]->unusable();
+      fail(coilInvalidUsage, "COIL_TRANSPORT=", forced, " cannot reach rank ", p, " from rank ",
+           rank_, ": ",
+           !why.empty() ? why
+                        : "rank " + std::to_string(p) + " cannot use it, or it cannot connect "
+                          "these two ranks (see its INFO log, COIL_DEBUG=INFO)");
+    }
     peersOf[chosen].push_back(p);
   }
 
@@ -227,7 +255,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
     transport::SetupContext ctx{*bootstrap_, rank_, nranks_, infos, deadline, abortFlag_, label_};
     auto conns = transports[t]->connect(ctx, peersOf[t]);
     for (auto& c : conns) {
-      COIL_INFO(kInit, "rank ", rank_, " -> rank ", c->peer(), " via ", c->transportName());
+      COIL_INFO(kInit, "rank ", rank_, " -> rank ", c->peer(), " via ", c->traits().name);
       connections.push_back(std::move(c));
     }
   }
@@ -257,7 +285,7 @@ void Communicator::borrowLinks(SharedLinks share) {
       fail(coilInternalError, "shared links have no connection for rank ", p);
     linkOf_[p] = index;
     peers_[p] = links_->link(index);
-    COIL_INFO(kInit, "rank ", rank_, " -> rank ", p, " via ", peers_[p]->transportName(),
+    COIL_INFO(kInit, "rank ", rank_, " -> rank ", p, " via ", peers_[p]->traits().name,
               " (the parent's link)");
   }
 }
@@ -307,7 +335,9 @@ void Communicator::LinkClaim::release() noexcept {
 // (default 1 MiB: one slice piece, and the largest window one-shot).
 void Communicator::openWindow(const std::vector<transport::PeerInfo>& infos,
                               const Deadline& deadline) {
-  const bool wanted = slowestTransport() == "shm" &&
+  bool mapped = true;
+  for (auto* c : peers_) mapped = mapped && (c == nullptr || c->traits().peerMemoryMapped);
+  const bool wanted = mapped &&
                       env::getInt("COIL_SHM_WINDOW", 0, 1).value_or(1) == 1;
   const int64_t slotBytes =
       env::getInt("COIL_SHM_WINDOW_BYTES", 64 << 10, int64_t{1} << 30).value_or(1 << 20);
@@ -408,10 +438,22 @@ void Communicator::barrier() {
   collective({algo::CollKind::Barrier, &token, &out, 1, coilUint8, coilMax, 0});
 }
 
-std::string Communicator::slowestTransport() const {
-  for (auto* c : peers_)
-    if (c && std::string(c->transportName()) != "shm") return c->transportName();
-  return "shm";
+// The links a collective waits on longest set its costs: the transport
+// that moves bytes slowest (β), then the one with the dearest step (α).
+const transport::Traits& Communicator::slowestTraits() const {
+  const transport::Traits* slowest = nullptr;
+  for (auto* c : peers_) {
+    if (c == nullptr) continue;
+    const transport::Traits& t = c->traits();
+    if (slowest == nullptr || t.fifo.betaUsPerB > slowest->fifo.betaUsPerB ||
+        (t.fifo.betaUsPerB == slowest->fifo.betaUsPerB && t.fifo.alphaUs > slowest->fifo.alphaUs))
+      slowest = &t;
+  }
+  if (slowest != nullptr) return *slowest;
+  // One rank: no link at all; the most preferred transport's costs stand in.
+  static const transport::Traits preferred =
+      transport::createTransport(transport::registeredTransports().front())->traits();
+  return preferred;
 }
 
 SplitPlan Communicator::planSplit(int color, int key, bool share) {

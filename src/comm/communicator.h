@@ -148,7 +148,7 @@ class Communicator {
   // (failure_notice.h), and waits up to 100 ms for tcp to send them.
   void noticePeers(const std::string& message) noexcept;
   void checkUsable() const;
-  std::string slowestTransport() const;
+  const transport::Traits& slowestTraits() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
   // The fingerprint of a rooted call's agreement step, and the step itself
   // (call_agreement.cc): every rank fails if any rank is in another call.

@@ -20,21 +20,8 @@ using algo::CollKind;
 // the 2-core reference machine, 2026-11-21 (docs/performance.md has the
 // measurements). β and γ are µs per byte, so 1/6000 is 6 GB/s.
 //
-// FIFO algorithms over shm: a step costs up to a futex wake-up (~20 µs)
-// when the peer is late, since FIFO waits sleep after a short spin; in the
-// caches a 2-rank ring moves data at 7.3e-5 µs/B (measured 79 µs at 1 MiB,
-// 541 µs at 4 MiB), beyond them 3.6× dearer (1658 µs at 8 MiB). With these
-// it runs 2-rank shm all-reduces of ~768 KiB - 4 MiB, where its 256 KiB
-// slots pipeline best; below, unpipelined single-slot steps made it slower
-// than slice in coil_perf (98 vs 61 µs at 256 KiB).
-constexpr Cost kShmFifo{20.0, 1.0 / 20500.0, 1.0 / 20500.0, 3.6};
-// FIFO algorithms over tcp (loopback): a slot hand-off through the proxy
-// threads costs ~45 µs; one direction of a link carries ~1.5 GB/s while the
-// other direction is busy too (both cost the same CPUs).
-constexpr Cost kTcpFifo{45.0, 1.0 / 1500.0, 1.0 / 8000.0, 1.0};
-// One-shot over tcp's express path: the calling thread drives its own
-// socket, so a message costs one loopback hop (~14 µs) and no hand-off.
-constexpr Cost kTcpOneShot{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0};
+// The FIFO algorithms' costs are the slowest transport's own
+// (transport::Traits, transports/*/): the tuner never names a transport.
 // Window one-shot: one flag handshake (~0.2 µs between two cores; up to
 // 1908 bytes travel in the flag's lines, beyond that the data is one more
 // transfer after the flag). Per byte it is dear: every rank pulls every
@@ -117,9 +104,8 @@ const char* algoName(Algo a) {
 }
 
 Model::Model(const Topology& topology) : topo_(topology) {
-  const bool tcp = topo_.transport == "tcp";
-  p_.ring = p_.tree = tcp ? kTcpFifo : kShmFifo;
-  p_.fifoOneShot = tcp ? kTcpOneShot : kShmFifo;
+  p_.ring = p_.tree = topo_.fifo;
+  p_.fifoOneShot = topo_.oneShot;
   p_.windowOneShot = kWindowOneShot;
   p_.slice = kWindowSlice;
   p_.lineTransferUs = kWindowOneShot.alphaUs;
@@ -214,8 +200,12 @@ void Model::applyEntry(const std::string& target,
     transport = target.substr(0, slash);
     algorithm = target.substr(slash + 1);
   }
-  if (transport != "shm" && transport != "tcp" && transport != "window")
-    fail(coilInvalidUsage, where, ": unknown transport '", transport, "' (shm, tcp, window)");
+  const auto& known = topo_.transports;
+  if (transport != "window" && std::find(known.begin(), known.end(), transport) == known.end()) {
+    std::string list;
+    for (const auto& name : known) list += name + ", ";
+    fail(coilInvalidUsage, where, ": unknown transport '", transport, "' (", list, "window)");
+  }
   Algo a = Algo::kRing;
   if (!algorithm.empty() && !parseAlgo(algorithm, &a))
     fail(coilInvalidUsage, where, ": unknown algorithm '", algorithm, "'");

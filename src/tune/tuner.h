@@ -48,7 +48,10 @@ struct Cost {
 /// What the communicator offers its algorithms.
 struct Topology {
   int nranks = 1;
-  std::string transport = "shm";  // the slowest transport in use: "shm" or "tcp"
+  std::string transport = "shm";  // the slowest transport in use (its name: COIL_TUNE targets, logs)
+  Cost fifo{};                    // its ring/tree costs (transport::Traits::fifo)
+  Cost oneShot{};                 // its FIFO one-shot costs (transport::Traits::oneShot)
+  std::vector<std::string> transports;  // every transport of this build (COIL_TUNE may name any)
   size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk): the largest
   size_t sliceBytes = 0;          // one FIFO slice: chunks are whole slices (0: chunkBytes only)
   size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message

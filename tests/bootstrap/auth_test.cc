@@ -1,6 +1,6 @@
 // The challenge-response handshake, and the poll-driven acceptor that runs
 // it for many connections at once while refusing strangers.
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "bootstrap/acceptor.h"
+#include "net/acceptor.h"
 #include "core/error.h"
 #include "test_util.h"
 

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <thread>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/launcher_env.h"
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 #include "core/error.h"
 #include "temp_dir.h"
 #include "test_util.h"

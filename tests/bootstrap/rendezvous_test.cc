@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
+#include "net/acceptor.h"
+#include "net/auth.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"

@@ -1,7 +1,7 @@
 // SHA-256 against FIPS 180-4 / NIST examples (plus lengths around the
 // padding boundaries, digests computed with Python's hashlib), HMAC-SHA-256
 // against RFC 4231.
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SocketAddress parsing and the deadline/abort behaviour of Socket's helpers.
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "tune/spin_advisor.h"
+#include "transports/transport.h"
 #include "tune/tuner.h"
 
 namespace coil::tune {
@@ -46,10 +47,21 @@ class TuneFile {
   std::string path_;
 };
 
+// The costs the communicator would take from the transport's own traits.
+void useTransport(Topology& t, const std::string& name) {
+  const coil::transport::Traits traits = coil::transport::createTransport(name)->traits();
+  t.transport = name;
+  t.fifo = {traits.fifo.alphaUs, traits.fifo.betaUsPerB, traits.fifo.gammaUsPerB,
+            traits.fifo.memoryFactor};
+  t.oneShot = {traits.oneShot.alphaUs, traits.oneShot.betaUsPerB, traits.oneShot.gammaUsPerB,
+               traits.oneShot.memoryFactor};
+  t.transports = coil::transport::registeredTransports();
+}
+
 Topology shmWindow(int n) {
   Topology t;
   t.nranks = n;
-  t.transport = "shm";
+  useTransport(t, "shm");
   t.chunkBytes = 4 * (256 << 10);
   t.fifoSlotBytes = 256 << 10;
   t.windowSlotBytes = 1 << 20;
@@ -60,7 +72,7 @@ Topology shmWindow(int n) {
 Topology tcp(int n) {
   Topology t;
   t.nranks = n;
-  t.transport = "tcp";
+  useTransport(t, "tcp");
   t.chunkBytes = 4 * (512 << 10);
   t.fifoSlotBytes = 256 << 10;
   return t;

@@ -22,8 +22,8 @@
 #include <string>
 #include <thread>
 
-#include "bootstrap/auth.h"
-#include "bootstrap/sha256.h"
+#include "net/auth.h"
+#include "net/sha256.h"
 #include "core/error.h"
 #include "fuzz_util.h"
 

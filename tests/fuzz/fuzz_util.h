@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 namespace coil::fuzz {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 #include "bootstrap/wire.h"
 #include "fuzz_util.h"
 #include "transports/tcp/tcp_connection.h"

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"
 #include "fuzz_util.h"

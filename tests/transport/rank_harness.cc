@@ -103,9 +103,14 @@ std::unique_ptr<RankEnv> setUpRank(const UniqueIdData& id, int rank, int nranks,
   peers[static_cast<size_t>(rank)] = PeerInfo{kHostHash, static_cast<int32_t>(getpid()), rank};
   env->boot->allGather(peers.data(), sizeof(PeerInfo));
   env->transport = make(rank);
+  std::vector<Address> addresses(static_cast<size_t>(nranks));
+  addresses[static_cast<size_t>(rank)] = env->transport->localAddress();
+  env->boot->allGather(addresses.data(), sizeof(Address));
   const std::vector<int> others = select(rank, nranks);
   for (int r : others)
-    REQUIRE(env->transport->canReach(peers[size_t(rank)], peers[size_t(r)]), "peer unreachable");
+    REQUIRE(env->transport->canReach(Endpoint{peers[size_t(rank)], addresses[size_t(rank)]},
+                                     Endpoint{peers[size_t(r)], addresses[size_t(r)]}),
+            "peer unreachable");
   env->peers = others;
   // The label must be unique per communicator (shm names segments after it),
   // also across test binaries running side by side: the id's nonce is.
@@ -116,7 +121,7 @@ std::unique_ptr<RankEnv> setUpRank(const UniqueIdData& id, int rank, int nranks,
   env->byPeer.resize(static_cast<size_t>(nranks));
   for (size_t i = 0; i < conns.size(); ++i) {
     REQUIRE(conns[i]->peer() == others[i], "connection " + std::to_string(i) + " has the wrong peer");
-    REQUIRE(std::string(conns[i]->transportName()) == env->transport->name(), "transport name");
+    REQUIRE(std::string(conns[i]->traits().name) == env->transport->name(), "transport name");
     env->byPeer[size_t(others[i])] = std::move(conns[i]);
   }
   // As a communicator's init does (more bootstrap steps follow connect): no

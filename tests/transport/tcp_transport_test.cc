@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "core/error.h"
 #include "tests/transport/rank_harness.h"
 #include "transports/tcp/tcp_transport.h"

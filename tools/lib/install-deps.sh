@@ -18,6 +18,9 @@ COIL_DEB_PACKAGES=(
   iproute2
   python3-dev python3-venv
   clang libclang-rt-dev   # tools/run-fuzz: clang and its libFuzzer runtime
+  # tests/rxe (tools/rxe/guest-run): Debian's kernel with Soft-RoCE under qemu
+  qemu-system-x86 busybox-static cpio
+  rdma-core ibverbs-utils ibverbs-providers perftest
 )
 
 coil_install_deps() {

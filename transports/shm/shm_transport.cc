@@ -19,7 +19,6 @@
 #include <map>
 #include <mutex>
 
-#include "bootstrap/bootstrap.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -60,12 +59,24 @@ struct Layout {
   }
 };
 
+// Measured on the 2-core reference machine, 2026-11-21 (docs/performance.md):
+// a FIFO step costs up to a futex wake-up (~20 µs) when the peer is late,
+// since FIFO waits sleep after a short spin; in the caches a 2-rank ring
+// moves data at 7.3e-5 µs/B (79 µs at 1 MiB, 541 µs at 4 MiB), beyond them
+// 3.6× dearer (1658 µs at 8 MiB). With these it runs 2-rank shm all-reduces
+// of ~768 KiB - 4 MiB, where its 256 KiB slots pipeline best.
+const Traits& shmTraits() {
+  static constexpr LinkCost kFifo{20.0, 1.0 / 20500.0, 1.0 / 20500.0, 3.6};
+  static const Traits traits{"shm", /*peerMemoryMapped=*/true, kFifo, kFifo};
+  return traits;
+}
+
 class ShmConnection final : public Connection {
  public:
   ShmConnection(int peer, SlotFifo send, SlotFifo recv) : peer_(peer), send_(send), recv_(recv) {}
   SlotFifo& sendFifo() override { return send_; }
   SlotFifo& recvFifo() override { return recv_; }
-  const char* transportName() const override { return "shm"; }
+  const Traits& traits() const override { return shmTraits(); }
   int peer() const override { return peer_; }
   void close() noexcept override {
     // Both flags live in shared memory: the peer's waits see them at once.
@@ -85,10 +96,10 @@ std::string fifoSegmentName(const std::string& commLabel, int rank) {
 
 class ShmTransport final : public Transport {
  public:
-  const char* name() const override { return "shm"; }
+  const Traits& traits() const override { return shmTraits(); }
 
-  bool canReach(const PeerInfo& self, const PeerInfo& peer) const override {
-    return self.hostHash == peer.hostHash;
+  bool canReach(const Endpoint& self, const Endpoint& peer) const override {
+    return self.info.hostHash == peer.info.hostHash;
   }
 
   std::vector<std::unique_ptr<Connection>> connect(SetupContext& ctx,
@@ -150,7 +161,7 @@ class ShmTransport final : public Transport {
     std::memset(names.data(), 0, names.size() * sizeof(NameRecord));
     std::snprintf(names[ctx.rank].name, kNameBytes, "%s", myName.c_str());
     names[ctx.rank].bytes = own_.size();
-    ctx.bootstrap.allGather(names.data(), sizeof(NameRecord));
+    ctx.oob.allGather(names.data(), sizeof(NameRecord));
 
     // 3. Attach each peer's segment and find the FIFO it keeps for us.
     std::vector<std::unique_ptr<Connection>> out;
@@ -182,7 +193,7 @@ class ShmTransport final : public Transport {
     }
 
     // 4. Once everyone has attached, the names can go.
-    ctx.bootstrap.barrier();
+    ctx.oob.barrier();
     own_.unlink();
     return out;
   }

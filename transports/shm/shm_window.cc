@@ -31,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transports/shm/shm_segment.h"
@@ -370,7 +369,7 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   std::memset(names.data(), 0, names.size() * sizeof(NameRecord));
   std::snprintf(names[ctx.rank].name, kNameBytes, "%s", own.name().c_str());
   names[ctx.rank].bytes = own.size();
-  ctx.bootstrap.allGather(names.data(), sizeof(NameRecord));
+  ctx.oob.allGather(names.data(), sizeof(NameRecord));
   for (const NameRecord& rec : names)
     if (rec.name[0] == '\0') return nullptr;  // `own` unlinks itself; nobody attached
   for (int r = 0; r < ctx.nranks; ++r)
@@ -402,7 +401,7 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   //    names can go). A rank that could not attach: no window for anyone.
   std::vector<uint8_t> attached(static_cast<size_t>(ctx.nranks), 0);
   attached[ctx.rank] = attachError.empty() ? 1 : 0;
-  ctx.bootstrap.allGather(attached.data(), 1);
+  ctx.oob.allGather(attached.data(), 1);
   own.unlink();
   for (int r = 0; r < ctx.nranks; ++r) {
     if (attached[r]) continue;

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "transports/caller_io.h"
 #include "transports/slot_fifo.h"
 #include "transports/tcp/tcp_proxy.h"
@@ -185,7 +185,8 @@ class TcpConnection final : public Connection, public CallerIo {
   void kick() noexcept override { channel_->kick(); }
   bool sent() const override { return channel_->sendFifo().pending() == 0; }
   void close() noexcept override { channel_->close(); }
-  const char* transportName() const override { return "tcp"; }
+  const Traits& traits() const override;
+  CallerIo* callerIo() override { return this; }
   int peer() const override { return channel_->peer(); }
 
   // CallerIo over the channel's express path (tcp_express.cc).

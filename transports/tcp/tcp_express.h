@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "transports/tcp/tcp_connection.h"
 
 namespace coil::transport::tcp {

@@ -12,9 +12,8 @@
 #include <sstream>
 #include <type_traits>
 
-#include "bootstrap/acceptor.h"
-#include "bootstrap/auth.h"
-#include "bootstrap/bootstrap.h"
+#include "net/acceptor.h"
+#include "net/auth.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -110,7 +109,7 @@ class Setup {
         // means it is gone.
         Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag, Socket::Refused::kFinal);
         setBufferSizes(s, o_.nsocks);
-        auth::proveAsClient(s, ctx_.bootstrap.secret(), kAuthPurpose, ctx_.deadline);
+        auth::proveAsClient(s, ctx_.oob.secret(), kAuthPurpose, ctx_.deadline);
         Hello hello{kHelloMagic,
                     ctx_.rank,
                     peer,
@@ -137,14 +136,14 @@ class Setup {
                   std::map<int, std::vector<Socket>>& out) {
     for (int peer : lower) out[peer].resize(static_cast<size_t>(o_.nsocks) + 1);
     const std::string context = "tcp data listener of rank " + std::to_string(ctx_.rank);
-    AuthenticatedAcceptor acceptor(listener, ctx_.bootstrap.secret(), kAuthPurpose, sizeof(Hello),
+    AuthenticatedAcceptor acceptor(listener, ctx_.oob.secret(), kAuthPurpose, sizeof(Hello),
                                    context, kHandshakeMs);
     const std::atomic<bool>* abortFlag = ctx_.abortFlag;
     auto aborted = [abortFlag] { return abortFlag != nullptr && abortFlag->load(); };
     // A lower rank that died before it connected never will: its ring
     // neighbours see its bootstrap close, fail, and close theirs in turn.
     auto stop = [&] {
-      ctx_.bootstrap.checkRing();
+      ctx_.oob.checkRing();
       return aborted();
     };
     size_t missing = lower.size() * (static_cast<size_t>(o_.nsocks) + 1);
@@ -253,6 +252,22 @@ void TcpOptions::validate() const {
 
 // ---- transport -----------------------------------------------------------------
 
+// Measured over loopback on the 2-core reference machine, 2026-11-21
+// (docs/performance.md). FIFO: a slot hand-off through the proxy threads
+// costs ~45 µs; one direction of a link carries ~1.5 GB/s while the other
+// is busy too (both cost the same CPUs). One-shot over the express path:
+// the calling thread drives its own socket, so a message costs one
+// loopback hop (~14 µs) and no hand-off.
+const Traits& tcpTraits() {
+  static const Traits traits{"tcp", /*peerMemoryMapped=*/false,
+                             LinkCost{45.0, 1.0 / 1500.0, 1.0 / 8000.0, 1.0},
+                             LinkCost{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0}};
+  return traits;
+}
+
+const Traits& TcpTransport::traits() const { return tcpTraits(); }
+const Traits& TcpConnection::traits() const { return tcpTraits(); }
+
 TcpTransport::TcpTransport(TcpOptions options) : options_(options) { options_.validate(); }
 
 TcpTransport::~TcpTransport() { shutdown(); }
@@ -299,7 +314,7 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
   mine.slotCount = options_.slotCount;
   mine.slotBytes = options_.slotBytes;
   if (!lower.empty()) {
-    SocketAddress bindAddress = ctx.bootstrap.localAddress();
+    SocketAddress bindAddress = ctx.oob.localAddress();
     bindAddress.setPort(0);
     listener = Socket::listen(bindAddress);
     setBufferSizes(listener, options_.nsocks);  // accepted sockets inherit them
@@ -311,7 +326,7 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
   }
   std::vector<ListenerRecord> records(static_cast<size_t>(ctx.nranks));
   records[static_cast<size_t>(ctx.rank)] = mine;
-  ctx.bootstrap.allGather(records.data(), sizeof(ListenerRecord));
+  ctx.oob.allGather(records.data(), sizeof(ListenerRecord));
   for (int peer : peerRanks) {
     const ListenerRecord& r = records[static_cast<size_t>(peer)];
     if (r.magic != kRecordMagic)

@@ -7,7 +7,7 @@
 // communicator secret (auth.h, purpose "tcp-data") and then says hello
 // {fromRank, toRank, socketIndex, nsocks, slotCount, slotBytes}; anything
 // else reaching the listener is logged as a stranger and dropped. The
-// listener runs all handshakes at once (bootstrap/acceptor.h), so strangers
+// listener runs all handshakes at once (net/acceptor.h), so strangers
 // that connect and stay silent cannot delay the real peers.
 //
 // Each connection then owns two SlotFifos in process memory, and one proxy
@@ -25,7 +25,7 @@
 #include <memory>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "transports/transport.h"
 
 namespace coil::transport::tcp {
@@ -69,9 +69,9 @@ class TcpTransport final : public Transport {
   /// Calls shutdown().
   ~TcpTransport() override;
 
-  const char* name() const override { return "tcp"; }
+  const Traits& traits() const override;
   /// TCP reaches every peer.
-  bool canReach(const PeerInfo&, const PeerInfo&) const override { return true; }
+  bool canReach(const Endpoint&, const Endpoint&) const override { return true; }
   /// Collective (see the file comment). Throws coilInvalidArgument for a bad
   /// peer list, coilInvalidUsage when ranks disagree on options or peer lists
   /// are not symmetric, coilTimeout at ctx.deadline (naming the missing

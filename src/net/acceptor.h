@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/auth.h"
-#include "bootstrap/socket.h"
+#include "net/auth.h"
+#include "net/socket.h"
 
 namespace coil {
 

@@ -2,7 +2,7 @@
 // fresh random nonce, so a recorded exchange cannot be replayed, and the two
 // MACs carry different labels ("coil-c" / "coil-s"), so a server cannot
 // reflect a client's own proof back at it.
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 
 #include <sys/random.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "bootstrap/secret_origin.h"
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 #include "core/error.h"
 
 namespace coil::auth {

@@ -1,7 +1,7 @@
 // Sockets for the bootstrap and the tcp transport: non-blocking underneath,
 // every wait a poll() slice of at most kWaitSliceMs so abort flags and
 // deadlines are noticed promptly.
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

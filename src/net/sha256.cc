@@ -1,5 +1,5 @@
 // SHA-256 from FIPS 180-4 section 6.2; HMAC from RFC 2104.
-#include "bootstrap/sha256.h"
+#include "net/sha256.h"
 
 #include <cstring>
 

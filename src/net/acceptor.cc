@@ -1,4 +1,4 @@
-#include "bootstrap/acceptor.h"
+#include "net/acceptor.h"
 
 #include <netinet/tcp.h>
 #include <poll.h>

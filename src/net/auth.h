@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 namespace coil::auth {
 
