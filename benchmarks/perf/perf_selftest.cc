@@ -94,7 +94,7 @@ TEST(Options, ShortLongAndJoinedForms) {
 
 TEST(Options, RejectsMistakes) {
   for (std::vector<const char*> bad : std::vector<std::vector<const char*>>{
-           {"-x"}, {"-b"}, {"-n", "0"}, {"-c", "2"}, {"-f", "1"}, {"--transport", "ib"},
+           {"-x"}, {"-b"}, {"-n", "0"}, {"-c", "2"}, {"-f", "1"}, {"--transport", "in/valid"},
            {"--baseline", "nccl"}, {"-b", "1M", "-e", "1K"}, {"--help=1"}, {"stray"}}) {
     EXPECT_THROW(parse(bad), UsageError) << bad[0];
   }

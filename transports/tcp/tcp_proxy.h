@@ -24,39 +24,12 @@
 #include <thread>
 #include <vector>
 
+#include "transports/proxy_waker.h"
+
 namespace coil::transport::tcp {
 
 class TcpChannel;
-
-/// The eventfd and sleeping flag of one proxy. Shared (shared_ptr) by the
-/// proxy and every channel, so that a kick() from a connection that outlives
-/// its transport stays safe.
-class ProxyWaker {
- public:
-  /// Creates the eventfd; throws coilSystemError if it cannot.
-  ProxyWaker();
-  ~ProxyWaker();
-  ProxyWaker(const ProxyWaker&) = delete;
-  ProxyWaker& operator=(const ProxyWaker&) = delete;
-
-  /// The descriptor the proxy polls for POLLIN.
-  int fd() const { return fd_; }
-  /// Executor side, after a publish/release: wakes the proxy only if it is
-  /// asleep or about to sleep. No syscall otherwise.
-  void kick() noexcept;
-  /// Wakes the proxy unconditionally (stop, close, new connections).
-  void wake() noexcept;
-  /// Proxy side: announces the coming sleep. The caller re-checks all work
-  /// after this and only then polls.
-  void beginSleep() noexcept;
-  /// Proxy side: awake again; consumes pending eventfd wake-ups (one
-  /// non-blocking read).
-  void endSleep() noexcept;
-
- private:
-  int fd_ = -1;
-  std::atomic<uint32_t> sleeping_{0};
-};
+using transport::ProxyWaker;
 
 /// The progress thread. Channels are handed over with add(); the thread keeps
 /// them until they are finished (closed or both directions ended).

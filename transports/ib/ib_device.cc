@@ -1,0 +1,241 @@
+#include "transports/ib/ib_device.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "core/log.h"
+
+namespace coil::transport::ib {
+
+namespace {
+
+/// One entry of COIL_IB_HCA: a device name (prefix unless exact) and an
+/// optional port.
+struct HcaEntry {
+  std::string name;
+  int port = 0;  // 0: any
+};
+
+struct HcaFilter {
+  bool exclude = false;
+  bool exact = false;
+  std::vector<HcaEntry> entries;
+
+  static HcaFilter parse(const std::string& spec) {
+    HcaFilter f;
+    size_t i = 0;
+    if (i < spec.size() && spec[i] == '^') f.exclude = true, ++i;
+    if (i < spec.size() && spec[i] == '=') f.exact = true, ++i;
+    std::stringstream in(spec.substr(i));
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      if (item.empty()) continue;
+      HcaEntry e;
+      const size_t colon = item.find(':');
+      e.name = item.substr(0, colon);
+      if (colon != std::string::npos) {
+        char* end = nullptr;
+        const long port = std::strtol(item.c_str() + colon + 1, &end, 10);
+        if (*end != '\0' || port < 1 || port > 255)
+          fail(coilInvalidUsage, "COIL_IB_HCA=", spec, ": bad port in '", item, "'");
+        e.port = static_cast<int>(port);
+      }
+      f.entries.push_back(e);
+    }
+    return f;
+  }
+
+  bool matches(const HcaEntry& e, const std::string& device, int port) const {
+    const bool name = exact ? device == e.name : device.rfind(e.name, 0) == 0;
+    return name && (e.port == 0 || e.port == port);
+  }
+
+  bool admits(const std::string& device, int port) const {
+    if (entries.empty()) return true;
+    bool listed = false;
+    for (const auto& e : entries) listed = listed || matches(e, device, port);
+    return exclude ? !listed : listed;
+  }
+};
+
+std::string readSysfs(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+bool isZero(const ibv_gid& g) {
+  for (uint8_t b : g.raw)
+    if (b != 0) return false;
+  return true;
+}
+bool isLinkLocal(const ibv_gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
+bool isIpv4Mapped(const ibv_gid& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g.raw[i] != 0) return false;
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+
+std::string gidText(const ibv_gid& g) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
+  return buf;
+}
+
+/// How much a GID is worth on RoCE (higher is better); -1: unusable.
+int gidScore(const ibv_gid& g, const std::string& type) {
+  if (isZero(g) || isLinkLocal(g)) return -1;
+  const bool v2 = type.find("v2") != std::string::npos;
+  if (v2 && isIpv4Mapped(g)) return 3;
+  return v2 ? 2 : 1;
+}
+
+}  // namespace
+
+int mtuBytes(uint8_t mtu) {
+  switch (mtu) {
+    case IBV_MTU_256: return 256;
+    case IBV_MTU_512: return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+  }
+  return 0;
+}
+
+std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
+  if (env::getInt("COIL_IB_DISABLE", 0, 1).value_or(0) == 1) {
+    *why = "COIL_IB_DISABLE=1";
+    return nullptr;
+  }
+  const VerbsApi* api = VerbsApi::get(why);
+  if (api == nullptr) return nullptr;
+  const std::string spec = env::get("COIL_IB_HCA").value_or("");
+  const HcaFilter filter = HcaFilter::parse(spec);
+  const auto forcedGid = env::getInt("COIL_IB_GID_INDEX", 0, 255);
+
+  int count = 0;
+  ibv_device** list = api->getDeviceList(&count);
+  if (list == nullptr || count == 0) {
+    if (list) api->freeDeviceList(list);
+    *why = "no RDMA device (ibv_get_device_list found none)";
+    return nullptr;
+  }
+  std::shared_ptr<IbDevice> chosen;
+  std::ostringstream skipped;
+  for (int d = 0; d < count && !chosen; ++d) {
+    const std::string name = api->getDeviceName(list[d]);
+    ibv_context* ctx = api->openDevice(list[d]);
+    if (ctx == nullptr) {
+      skipped << name << ": cannot open; ";
+      continue;
+    }
+    ibv_device_attr dattr{};
+    if (api->queryDevice(ctx, &dattr) != 0) dattr.phys_port_cnt = 1;
+    for (int port = 1; port <= dattr.phys_port_cnt && !chosen; ++port) {
+      if (!filter.admits(name, port)) {
+        skipped << name << ":" << port << ": not in COIL_IB_HCA; ";
+        continue;
+      }
+      ibv_port_attr pattr{};
+      if (api->queryPort(ctx, static_cast<uint8_t>(port), &pattr) != 0 ||
+          pattr.state != IBV_PORT_ACTIVE) {
+        skipped << name << ":" << port << ": port not active; ";
+        continue;
+      }
+      PortAddress a{};
+      a.magic = kPortAddressMagic;
+      a.linkLayer = pattr.link_layer;
+      a.port = static_cast<uint8_t>(port);
+      a.activeMtu = static_cast<uint8_t>(pattr.active_mtu);
+      a.lid = pattr.lid;
+      std::snprintf(a.device, sizeof a.device, "%s", name.c_str());
+      std::string gidDesc;
+      if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        int best = -1, bestScore = -1;
+        ibv_gid bestGid{};
+        std::string bestType;
+        const std::string typeDir = "/sys/class/infiniband/" + name + "/ports/" +
+                                    std::to_string(port) + "/gid_attrs/types/";
+        for (int i = 0; i < pattr.gid_tbl_len; ++i) {
+          if (forcedGid && *forcedGid != i) continue;
+          ibv_gid g{};
+          if (api->queryGid(ctx, static_cast<uint8_t>(port), i, &g) != 0) continue;
+          const std::string type = readSysfs(typeDir + std::to_string(i));
+          const int score = forcedGid ? (isZero(g) ? -1 : 4) : gidScore(g, type);
+          if (score > bestScore) best = i, bestScore = score, bestGid = g, bestType = type;
+        }
+        if (best < 0) {
+          skipped << name << ":" << port << ": no usable GID"
+                  << (forcedGid ? " at COIL_IB_GID_INDEX" : " (only link-local or empty)") << "; ";
+          continue;
+        }
+        a.gidIndex = static_cast<uint8_t>(best);
+        std::memcpy(a.gid, bestGid.raw, sizeof a.gid);
+        gidDesc = "GID " + std::to_string(best) + " (" +
+                  (bestType.empty() ? std::string("RoCE") : bestType) + " " + gidText(bestGid) +
+                  ")";
+      } else {
+        gidDesc = "LID " + std::to_string(pattr.lid);
+      }
+      auto dev = std::shared_ptr<IbDevice>(new IbDevice());
+      dev->api_ = api;
+      dev->context_ = ctx;
+      dev->address_ = a;
+      dev->description_ = name + " port " + std::to_string(port) + ", " + gidDesc + ", MTU " +
+                          std::to_string(mtuBytes(a.activeMtu));
+      dev->pd_ = api->allocPd(ctx);
+      if (dev->pd_ == nullptr) {
+        skipped << name << ": cannot allocate a protection domain; ";
+        dev->context_ = nullptr;
+        break;
+      }
+      chosen = dev;
+    }
+    if (!chosen) api->closeDevice(ctx);
+  }
+  api->freeDeviceList(list);
+  if (!chosen) {
+    std::string s = skipped.str();
+    if (s.size() >= 2) s.resize(s.size() - 2);
+    *why = "no usable RDMA port" + (s.empty() ? std::string() : " (" + s + ")");
+  }
+  return chosen;
+}
+
+ibv_cq* IbDevice::completionQueue(int entries) {
+  if (cq_ != nullptr) {
+    if (entries > cqEntries_)
+      fail(coilInternalError, "ib: completion queue of ", cqEntries_, " entries, ", entries,
+           " needed");
+    return cq_;
+  }
+  channel_ = api_->createCompChannel(context_);
+  if (channel_ == nullptr) failErrno("ib: ibv_create_comp_channel", errno);
+  // The proxy polls it: it must never block in ibv_get_cq_event.
+  const int flags = fcntl(channel_->fd, F_GETFL);
+  fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK);
+  cq_ = api_->createCq(context_, entries, nullptr, channel_, 0);
+  if (cq_ == nullptr) failErrno("ib: ibv_create_cq", errno);
+  cqEntries_ = entries;
+  const int aflags = fcntl(context_->async_fd, F_GETFL);
+  fcntl(context_->async_fd, F_SETFL, aflags | O_NONBLOCK);
+  return cq_;
+}
+
+IbDevice::~IbDevice() {
+  if (cq_) api_->destroyCq(cq_);
+  if (channel_) api_->destroyCompChannel(channel_);
+  if (pd_) api_->deallocPd(pd_);
+  if (context_) api_->closeDevice(context_);
+}
+
+}  // namespace coil::transport::ib
