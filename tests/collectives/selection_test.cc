@@ -203,7 +203,7 @@ TEST(Selection, CoilTuneOverridesOneAlgorithmOrATransport) {
     EXPECT_DOUBLE_EQ(m.cost(Algo::kOneShot).alphaUs, 1.0);
     EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).betaUsPerB, 0.000001);
   }
-  for (const char* bad : {"ib:alpha=1", "shm/fastest:alpha=1", "shm:alpha", "shm:alpha=-1",
+  for (const char* bad : {"nvlink:alpha=1", "shm/fastest:alpha=1", "shm:alpha", "shm:alpha=-1",
                           "shm:delta=1", "shm:piece=4096", "window/ring:alpha=1", "noColon"}) {
     ScopedTune t(bad);
     EXPECT_THROW(Model m(shmWindow(2)), Error) << bad;
@@ -261,7 +261,7 @@ TEST(Selection, BadCalibrationFilesAreNamed) {
       EXPECT_NE(std::string(e.what()).find("/nonexistent/coil-tune.txt"), std::string::npos) << e.what();
     }
   }
-  for (const char* text : {"shm alpha_us=abc\n", "shm alpha_us\n", "ib alpha_us=1\n",
+  for (const char* text : {"shm alpha_us=abc\n", "shm alpha_us\n", "nvlink alpha_us=1\n",
                            "shm/fastest alpha_us=1\n", "shm delta=1\n", "shm alpha_us=-1\n"}) {
     TuneFile file(std::string("# header\n") + text);
     ScopedTune path(file.path().c_str(), "COIL_TUNE_FILE");
