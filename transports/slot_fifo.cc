@@ -99,8 +99,7 @@ void* SlotFifo::acquire(const WaitWatch& watch, WaitFailure* why) {
           if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
             throw WaitAbandoned{WaitFailure::Aborted};
           watch.checkStall();
-          if (ctl_->consumerClosed.load()) throw WaitAbandoned{WaitFailure::PeerClosed};
-          if (processGone(ctl_->consumerPid)) throw WaitAbandoned{WaitFailure::PeerDied};
+          if (auto gone = consumerGone()) throw WaitAbandoned{*gone};
         },
         watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; }, watch.pollUs);
   } catch (const WaitAbandoned& w) {
@@ -122,8 +121,7 @@ bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
           // Data published before the close is still delivered: look again
           // after seeing the flag or the exit (the producer may have
           // published, closed and exited since the last look).
-          if (ctl_->producerClosed.load() && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerClosed};
-          if (processGone(ctl_->producerPid) && !tryPeek(out)) throw WaitAbandoned{WaitFailure::PeerDied};
+          if (auto gone = producerGone(); gone && !tryPeek(out)) throw WaitAbandoned{*gone};
         },
         watch.deadline, [] { throw WaitAbandoned{WaitFailure::Timeout}; }, watch.pollUs);
   } catch (const WaitAbandoned& w) {
@@ -131,6 +129,18 @@ bool SlotFifo::peek(RecvSlot* out, const WaitWatch& watch, WaitFailure* why) {
     return false;
   }
   return true;
+}
+
+std::optional<WaitFailure> SlotFifo::consumerGone() const {
+  if (ctl_->consumerClosed.load()) return WaitFailure::PeerClosed;
+  if (processGone(ctl_->consumerPid)) return WaitFailure::PeerDied;
+  return std::nullopt;
+}
+
+std::optional<WaitFailure> SlotFifo::producerGone() const {
+  if (ctl_->producerClosed.load()) return WaitFailure::PeerClosed;
+  if (processGone(ctl_->producerPid)) return WaitFailure::PeerDied;
+  return std::nullopt;
 }
 
 void SlotFifo::closeProducer() {

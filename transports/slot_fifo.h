@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/deadline.h"
 
@@ -137,6 +138,13 @@ class SlotFifo {
 
   /// Slots currently filled and not yet released (for the proxy and tests).
   uint32_t pending() const;
+
+  /// Why the other end can no longer take part, if it cannot: the consumer
+  /// (for a producer) or the producer (for a consumer) closed its end, or
+  /// its process is gone. A caller that polls instead of waiting (the
+  /// point-to-point driver) asks this; the waits above ask it themselves.
+  std::optional<WaitFailure> consumerGone() const;
+  std::optional<WaitFailure> producerGone() const;
 
  private:
   FifoControl* ctl_ = nullptr;

@@ -136,13 +136,11 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       if (abortFlag_ && abortFlag_->load()) fail(coilRemoteError, "point-to-point: communicator aborted");
       for (const Task& t : tasks) {
         if (t.finished()) continue;
-        const transport::FifoControl* ctl =
-            (t.call.isSend ? t.conn->sendFifo() : t.conn->recvFifo()).control();
-        bool closed = t.call.isSend ? ctl->consumerClosed.load() : ctl->producerClosed.load();
-        int32_t pid = t.call.isSend ? ctl->consumerPid : ctl->producerPid;
+        const bool gone = t.call.isSend ? t.conn->sendFifo().consumerGone().has_value()
+                                        : t.conn->recvFifo().producerGone().has_value();
         // A peer may publish its last slot and exit between our pass and
         // this check: fail only if one more full pass also moves nothing.
-        if (closed || transport::processGone(pid)) {
+        if (gone) {
           if (peerGoneSeen)
             fail(coilRemoteError, describe(t), ": rank ", t.call.peer,
                  " closed its connection or died");
