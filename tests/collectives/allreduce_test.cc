@@ -104,7 +104,7 @@ TEST_P(AllReduce, BitwiseIdenticalAcrossRanksAndRuns) {
   });
 }
 
-AlgoSetup algoSetup(int n, Launch launch, const char* transport, const char* algo) {
+AlgoSetup algoSetup(int n, Launch launch, const std::string& transport, const char* algo) {
   AlgoSetup s;
   s.ranks.nranks = n;
   s.ranks.launch = launch;
@@ -115,7 +115,7 @@ AlgoSetup algoSetup(int n, Launch launch, const char* transport, const char* alg
 
 std::vector<AlgoSetup> setups(Launch launch) {
   std::vector<AlgoSetup> out;
-  for (const char* transport : {"shm", "tcp"})
+  for (const std::string& transport : testedTransports())
     for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back(algoSetup(n, launch, transport, ""));
   // Each direct algorithm forced: one-shot and slice through the shared
   // window (shm), one-shot through tcp's caller-driven path. Messages the

@@ -253,7 +253,7 @@ TEST_P(Collectives, SplitIntoOddAndEvenAndUseBothAtOnce) {
 
 std::vector<Setup> setups(Launch launch) {
   std::vector<Setup> out;
-  for (const char* transport : {"shm", "tcp"})
+  for (const std::string& transport : testedTransports())
     for (int n : {1, 2, 3, 5, 8})
       for (const char* algo : {"", "allreduce:tree,broadcast:tree,reduce:tree",
                                "allreduce:ring,broadcast:ring,reduce:chain",

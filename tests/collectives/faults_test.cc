@@ -82,7 +82,7 @@ TEST(Api, InvalidCollectiveArguments) {
 }
 
 TEST(Faults, TimeoutWhenAPeerNeverCalls) {
-  for (const char* transport : {"shm", "tcp"}) {
+  for (const std::string& transport : testedTransports()) {
     SCOPED_TRACE(transport);
     std::atomic<bool> rank0Done{false};
     runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
@@ -111,12 +111,14 @@ TEST(Faults, TimeoutWhenAPeerNeverCalls) {
 }
 
 TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
+  for (const std::string& transport : testedTransports()) {
+  SCOPED_TRACE(transport);
   std::atomic<bool> rank0Done{false};
-  runRanksRaw({2, Launch::Threads, "shm"}, [&](const coilUniqueId& id, int rank) {
+  runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
     coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
     ASSERT_NE(comm, nullptr);
     if (rank == 0) {
-      float x[4] = {};
+      float x[4] = {1, 1, 1, 1};
       const InterruptedCall c = callInterruptedAfter(
           200, [&] { EXPECT_EQ(coilCommAbort(comm), coilSuccess); },
           [&] { return coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr); });
@@ -125,14 +127,20 @@ TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
       rank0Done = true;  // comm is freed by the abort
     } else {
       while (!rank0Done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      float y[4] = {};
-      // The peer is gone: this rank fails fast instead of hanging.
+      float y[4] = {2, 2, 2, 2};
+      // The peer is gone: this rank fails fast instead of hanging. Where
+      // rank 0's data had left before its abort (tcp's and ib's one-shot
+      // message sits in this rank's socket or slot), the call may also
+      // complete, with the right sum: never with anything else.
       auto t0 = Clock::now();
-      EXPECT_EQ(coilAllReduce(y, y, 4, coilFloat, coilSum, comm, nullptr), coilRemoteError);
+      const coilResult_t rc = coilAllReduce(y, y, 4, coilFloat, coilSum, comm, nullptr);
+      EXPECT_TRUE(rc == coilRemoteError || (rc == coilSuccess && y[0] == 3 && y[3] == 3))
+          << coilGetErrorString(rc) << ", y[0] = " << y[0];
       EXPECT_LT(secondsSince(t0), 5.0);
       EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
     }
   });
+  }
 }
 
 // Revoke, unlike abort, leaves the handle valid: the blocked call returns
@@ -146,7 +154,7 @@ TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
     coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
     ASSERT_NE(comm, nullptr);
     if (rank == 0) {
-      float x[4] = {};
+      float x[4] = {1, 1, 1, 1};
       const InterruptedCall c = callInterruptedAfter(
           200,
           [&] {
@@ -186,7 +194,7 @@ TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
   EXPECT_EQ(coilCommRevoke(nullptr), coilInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Revoke, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, Revoke, ::testing::ValuesIn(testedTransports()));
 
 // A rank process dies in the middle of a large all-reduce; every survivor
 // must get coilRemoteError within seconds (not the 60 s timeout).
@@ -227,7 +235,7 @@ TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("shm", "tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::ValuesIn(testedTransports()));
 
 // A crashed rank whose parent has not reaped it yet (a zombie) still has a
 // pid; the survivors must see it as dead anyway.
@@ -266,7 +274,7 @@ TEST(Faults, UnreapedDeadPeerIsDetectedOverShm) {
 }
 
 TEST(Faults, MismatchedCountsAreReportedNotHung) {
-  for (const char* transport : {"shm", "tcp"}) {
+  for (const std::string& transport : testedTransports()) {
     SCOPED_TRACE(transport);
     runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
       coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
@@ -304,7 +312,7 @@ TEST(Faults, MismatchedDatatypeIsNamed) {
 }
 
 TEST(Faults, CollectivesInADifferentOrderAreNamed) {
-  for (const char* transport : {"shm", "tcp"}) {
+  for (const std::string& transport : testedTransports()) {
     SCOPED_TRACE(transport);
     runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
       coilComm_t comm = initWithTimeout(id, 2, rank, 20000);

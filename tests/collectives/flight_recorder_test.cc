@@ -505,7 +505,7 @@ TEST(FlightRecorderTimeouts, FifoOneShotNamesEveryMissingRank) {
 // Point-to-point: the timeout names the peer and lists what is pending; the
 // dump keeps only COIL_FLIGHT_RECORDER_ENTRIES entries.
 TEST(FlightRecorderPointToPoint, TimeoutNamesThePeerAndTheDumpKeepsN) {
-  for (const char* transport : {"shm", "tcp"}) {
+  for (const std::string& transport : testedTransports()) {
     SCOPED_TRACE(transport);
     TempDir dir;
     ASSERT_FALSE(dir.path().empty());

@@ -171,7 +171,7 @@ TEST_P(Mismatch, EveryRankFailsPromptlyAndTheDetectorsNameIt) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const Kind& k : kKinds)
-    for (const char* transport : {"shm", "tcp"})
+    for (const std::string& transport : testedTransports())
       for (int n : {2, 3})
         for (Launch launch : {Launch::Threads, Launch::Processes})
           out.push_back({&k, transport, n, launch});

@@ -328,7 +328,7 @@ TEST_P(SplitShare, RanksThatDisagreeOnSharingGetNoChild) {
 std::vector<RankSetup> setups() {
   std::vector<RankSetup> out;
   for (Launch launch : {Launch::Threads, Launch::Processes})
-    for (const char* transport : {"shm", "tcp"})
+    for (const std::string& transport : testedTransports())
       for (int n : {4, 5}) out.push_back({n, launch, transport});
   return out;
 }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,16 @@ namespace coil::test {
 
 std::ostream& operator<<(std::ostream& os, const RankSetup& s) {
   return os << paramName(s);
+}
+
+std::vector<std::string> testedTransports() {
+  std::vector<std::string> names;
+  const char* list = std::getenv("COIL_TEST_TRANSPORTS");
+  std::stringstream in(list != nullptr && *list != '\0' ? list : "shm,tcp");
+  std::string name;
+  while (std::getline(in, name, ','))
+    if (!name.empty()) names.push_back(name);
+  return names;
 }
 
 std::string paramName(const RankSetup& s) {

@@ -31,6 +31,12 @@ struct RankSetup {
   int timeoutSeconds = 180;
 };
 
+/// The transports every collective test body runs over: shm and tcp, or
+/// the comma list in COIL_TEST_TRANSPORTS (the rxe suite sets "ib", inside
+/// a guest that has RDMA devices). Test names carry the transport, so a
+/// gtest filter can pick one.
+std::vector<std::string> testedTransports();
+
 std::ostream& operator<<(std::ostream& os, const RankSetup& s);
 /// "tcp_procs_5" — for parametrized test names.
 std::string paramName(const RankSetup& s);

@@ -1,0 +1,33 @@
+#!/bin/sh
+# rxe_ib_test_bodies: the collective test bodies shm and tcp run in the
+# threads and procs suites, over ib (COIL_TEST_TRANSPORTS=ib, rxe0):
+#   collectives_test: every collective, every forced algorithm, 2, 3 and 5
+#     ranks as processes and 3 as threads, awkward counts, against the
+#     independent reference;
+#   faults_test: abort from another thread unblocks within 100 ms, a peer
+#     that dies mid-collective, revoke, a peer that never calls, mismatches.
+# Usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST
+set -u
+collectives=${1:?usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST}
+faults=${2:?usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST}
+here=$(dirname "$0")
+. "$here/lib.sh"
+export COIL_TEST_TRANSPORTS=ib COIL_IB_HCA="=$RXE_ONE_HOST_DEV" COIL_SOCKET_IFNAME=lo
+fail=0
+run() {  # name, command...
+  name=$1; shift
+  echo "== $name (t=$(uptime_s) s)"
+  timeout 400 "$@" > /tmp/body.out 2>&1; rc=$?
+  grep -E "^\[  (PASSED|FAILED) |^\[==========\] .* ran" /tmp/body.out
+  ran=$(sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran\..*/\1/p' /tmp/body.out)
+  if [ $rc != 0 ] || [ -z "$ran" ] || [ "$ran" = 0 ]; then
+    grep -B5 -A20 "FAILED\|Failure" /tmp/body.out | head -80
+    echo "FAIL: $name (exit $rc, ${ran:-0} tests)"; fail=1
+  fi
+}
+run "collectives over ib, processes" "$collectives" \
+  --gtest_filter='Procs/*/ib_procs_2_*:Procs/*/ib_procs_3_*:Procs/*/ib_procs_5_*'
+run "collectives over ib, threads" "$collectives" --gtest_filter='Threads/*/ib_threads_3_*'
+run "faults over ib" "$faults"
+[ $fail = 0 ] && echo "rxe_ib_test_bodies: passed" || echo "rxe_ib_test_bodies: FAILED"
+exit $fail
