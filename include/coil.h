@@ -186,6 +186,21 @@ coilResult_t coilCommUserRank(const coilComm_t comm, int* rank);
 /// non-blocking init, or the error that broke it (e.g. coilRemoteError).
 coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError);
 
+/// Registers [buff, buff + size) with the communicator, as ncclCommRegister:
+/// a transport that writes user memory directly (ib) registers it with its
+/// devices once, here, so that point-to-point messages of at least
+/// COIL_IB_DIRECT_BYTES from or into it travel without slots or copies and
+/// without a registration per call. Buffers that were not registered work
+/// as before, through the slots. Local (not collective); `*handle` is for
+/// coilCommDeregister. The memory must stay allocated until then.
+/// Registering on a communicator without such a transport succeeds and
+/// does nothing.
+coilResult_t coilCommRegister(const coilComm_t comm, void* buff, size_t size, void** handle);
+
+/// Undoes one coilCommRegister. Not while an operation that uses the
+/// buffer is in flight.
+coilResult_t coilCommDeregister(const coilComm_t comm, void* handle);
+
 /// A static description of a result code.
 const char* coilGetErrorString(coilResult_t result);
 

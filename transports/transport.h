@@ -40,6 +40,7 @@
 namespace coil::transport {
 
 class CallerIo;
+class DirectIo;
 
 /// What every rank publishes about itself at init (exchanged by allGather).
 struct PeerInfo {
@@ -115,6 +116,9 @@ class Connection {
   virtual const Traits& traits() const = 0;
   /// Its caller-driven message path (caller_io.h), or nullptr.
   virtual CallerIo* callerIo() { return nullptr; }
+  /// Its zero-copy path for large point-to-point messages (direct_io.h),
+  /// or nullptr.
+  virtual DirectIo* directIo() { return nullptr; }
   /// Peer rank.
   virtual int peer() const = 0;
 };

@@ -24,7 +24,7 @@ constexpr Flag kFlags[] = {
     {'n', true, "iters", true},      {'w', true, "warmup_iters", true},
     {'c', true, "check", true},      {'d', true, "datatype", true},
     {'o', true, "op", true},         {'N', true, "nranks", true},
-    {'T', false, "transport", true}, {'J', false, "json", true},
+    {'T', false, "transport", true}, {'R', true, "register", true}, {'J', false, "json", true},
     {'B', false, "baseline", true},  {'C', true, "collective", true},
     {'r', true, "root", true},       {'K', false, "calibrate", true},
     {'P', false, "predict", false},  {'M', false, "model", true},
@@ -60,6 +60,7 @@ void apply(Options& o, char flag, const std::string& v) {
     case 'n': o.iters = static_cast<int>(parseInteger(v, "-n", 1, 1000000000)); break;
     case 'w': o.warmup = static_cast<int>(parseInteger(v, "-w", 0, 1000000000)); break;
     case 'c': o.check = parseInteger(v, "-c", 0, 1) == 1; break;
+    case 'R': o.registerBuffers = parseInteger(v, "-R", 0, 1) == 1; break;
     case 'd': o.types = parseTypes(v); break;
     case 'o': o.ops = parseOps(v); break;
     case 'N': o.nranks = static_cast<int>(parseInteger(v, "-N", 1, 1024)); break;
@@ -154,6 +155,8 @@ void printUsage(std::FILE* out, const char* program) {
       "                           all: every rank in turn\n"
       "  -N, --nranks N           ranks to fork on this host (default 2; not with a launcher)\n"
       "      --transport NAME     force coil's transport: shm, tcp, ib (sets COIL_TRANSPORT)\n"
+      "  -R, --register 0|1       coilCommRegister the buffers first (default 0; nccl-tests'\n"
+      "                           -R): large sends and receives over ib then go zero-copy\n"
       "      --json FILE          also write every row as JSON\n"
       "      --baseline mpi       also time MPI's counterpart of each collective (needs\n"
       "                           mpirun and an MPI build)\n"

@@ -20,6 +20,7 @@ struct Options {
   int iters = 20;                       ///< -n
   int warmup = 5;                       ///< -w
   bool check = true;                    ///< -c
+  bool registerBuffers = false;         ///< -R: coilCommRegister the buffers
   std::vector<TypeInfo> types;          ///< -d (default float)
   std::vector<OpInfo> ops;              ///< -o (default sum)
   int nranks = 0;                       ///< -N; 0 = not given

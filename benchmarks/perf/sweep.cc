@@ -36,7 +36,20 @@ Sweep::Sweep(const Options& opts, const Participant& self, const Table* table)
       self_(self),
       table_(table),
       send_(allocatePages(opts.maxBytes), std::free),
-      recv_(allocatePages(opts.maxBytes), std::free) {}
+      recv_(allocatePages(opts.maxBytes), std::free) {
+  if (opts.registerBuffers) {
+    sendRegistered_ = std::make_unique<Registered>(self.comm(), send_.get(), opts.maxBytes);
+    recvRegistered_ = std::make_unique<Registered>(self.comm(), recv_.get(), opts.maxBytes);
+  }
+}
+
+Sweep::Registered::Registered(coilComm_t c, void* buffer, size_t bytes) : comm(c) {
+  coilCheck(coilCommRegister(comm, buffer, bytes, &handle), "coilCommRegister", comm);
+}
+
+Sweep::Registered::~Registered() {
+  if (handle != nullptr) coilCommDeregister(comm, handle);
+}
 
 void Sweep::run() {
   for (const CollectiveInfo& coll : opts_.collectives) runCollective(coll);

@@ -54,6 +54,17 @@ class Sweep {
   const Table* table_;
   Buffer send_;
   Buffer recv_;
+  /// -R 1: the buffers' coilCommRegister handles, deregistered at the end.
+  struct Registered {
+    coilComm_t comm = nullptr;
+    void* handle = nullptr;
+    Registered() = default;
+    Registered(coilComm_t c, void* buffer, size_t bytes);
+    ~Registered();
+    Registered(const Registered&) = delete;
+    Registered& operator=(const Registered&) = delete;
+  };
+  std::unique_ptr<Registered> sendRegistered_, recvRegistered_;
   std::vector<Row> rows_;
   long long wrongTotal_ = 0;
   int mismatchReports_ = 0;  // this rank's mismatch lines on stderr, capped

@@ -305,4 +305,22 @@ const char* coilGetLastError(coilComm_t comm) {
   return api::threadLastError();
 }
 
+coilResult_t coilCommRegister(const coilComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("coilCommRegister", comm, [&] {
+    if (handle == nullptr) fail(coilInvalidArgument, "handle is NULL");
+    *handle = nullptr;
+    api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
+    *handle = c.registerBuffer(buff, size);
+  });
+}
+
+coilResult_t coilCommDeregister(const coilComm_t comm, void* handle) {
+  return guarded("coilCommDeregister", comm, [&] {
+    api::InFlight busy(comm);
+    Communicator& c = api::usable(comm);
+    c.deregisterBuffer(handle);
+  });
+}
+
 }  // extern "C"

@@ -102,6 +102,11 @@ class Communicator {
   /// order, so no send/recv pattern among them can deadlock. A single call
   /// outside a group is a batch of one.
   void pointToPoint(const std::vector<P2pCall>& calls);
+  /// coilCommRegister / coilCommDeregister: every link with a zero-copy
+  /// path (transports/direct_io.h) registers the range; the handle says
+  /// which. Deregistering an unknown handle is coilInvalidArgument.
+  void* registerBuffer(void* buffer, size_t bytes);
+  void deregisterBuffer(void* handle);
   /// Collective: returns once every rank has called it.
   void barrier();
   /// Collective over this communicator: decides the child communicator of
@@ -173,6 +178,12 @@ class Communicator {
   LinkLease links_;                            // transports and connections
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
+  struct Registration {
+    void* buffer;
+    size_t bytes;
+    std::vector<std::pair<transport::DirectIo*, uint64_t>> tokens;
+  };
+  std::vector<std::unique_ptr<Registration>> registrations_;
   const uint64_t id_;                          // process-unique, names link claims
   // Added to the sequence number in every fingerprint. Zero unless the links
   // are borrowed: then the parent's calls and this one's cannot carry the

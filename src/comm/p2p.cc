@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rank_list.h"
+#include "transports/direct_io.h"
 #include "reduce/reduce.h"
 
 namespace coil {
@@ -43,10 +44,47 @@ struct Task {
   // The previous task of the batch on the same peer and direction; this one
   // may touch the FIFO only once that one has finished. -1: none.
   int after = -1;
+  // Large messages over a transport with a zero-copy path (direct_io.h):
+  // the sender first announces the message in the FIFO, one slot stamped
+  // like data that holds its byte count and whether it goes straight
+  // between the user buffers (the sender's buffer was registered) or
+  // through the slots after all. A receiver that expects another size, or
+  // no announcement, learns it from that slot as from any other.
+  transport::DirectIo* direct = nullptr;
+  bool useDirect = false;
+  uint64_t ticket = 0;
+  bool announced = false;
+  bool posted = false;
   bool finished() const { return done >= bytes; }
 };
 
 }  // namespace
+
+void* Communicator::registerBuffer(void* buffer, size_t bytes) {
+  checkUsable();
+  if (buffer == nullptr && bytes != 0) fail(coilInvalidArgument, "buffer is NULL");
+  auto r = std::make_unique<Registration>(Registration{buffer, bytes, {}});
+  try {
+    for (transport::Connection* c : peers_)
+      if (c != nullptr && c->directIo() != nullptr && bytes != 0)
+        r->tokens.emplace_back(c->directIo(), c->directIo()->registerBuffer(buffer, bytes));
+  } catch (...) {
+    for (auto& [io, token] : r->tokens) io->deregisterBuffer(token);
+    throw;
+  }
+  registrations_.push_back(std::move(r));
+  return registrations_.back().get();
+}
+
+void Communicator::deregisterBuffer(void* handle) {
+  auto it = std::find_if(registrations_.begin(), registrations_.end(),
+                         [&](const auto& r) { return r.get() == handle; });
+  if (it == registrations_.end())
+    fail(coilInvalidArgument, "handle ", handle,
+         " is not a registration of this communicator (deregistered twice, or another's)");
+  for (auto& [io, token] : (*it)->tokens) io->deregisterBuffer(token);
+  registrations_.erase(it);
+}
 
 void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   checkUsable();
@@ -62,6 +100,11 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
     t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
                 .encode();
     t.conn = peers_[c.peer];
+    if (t.conn != nullptr && t.conn->directIo() != nullptr &&
+        t.bytes >= t.conn->directIo()->directFromBytes()) {
+      t.direct = t.conn->directIo();
+      t.useDirect = c.isSend && t.direct->registered(c.buffer, t.bytes);
+    }
     for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i)
       if (tasks[i].call.peer == c.peer && tasks[i].call.isSend == c.isSend) {
         t.after = i;
@@ -104,6 +147,46 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         if (t.finished()) continue;
         pending = true;
         if (t.after >= 0 && !tasks[t.after].finished()) continue;
+        if (t.direct != nullptr && !t.announced) {
+          struct Announcement {
+            uint64_t bytes;
+            uint64_t direct;
+          } a{t.bytes, t.useDirect ? 1u : 0u};
+          if (t.call.isSend) {
+            void* slot = t.conn->sendFifo().tryAcquire();
+            if (!slot) continue;
+            std::memcpy(slot, &a, sizeof a);
+            t.conn->sendFifo().publish(sizeof a, t.tag);
+          } else {
+            transport::RecvSlot in;
+            if (!t.conn->recvFifo().tryPeek(&in)) continue;
+            if (in.tag != t.tag) algo::failForeignSlot(describe(t), t.call.peer, in, t.tag);
+            const bool isAnnouncement = in.bytes == sizeof a;
+            if (isAnnouncement) std::memcpy(&a, in.data, sizeof a);
+            if (!isAnnouncement || a.bytes != t.bytes)
+              fail(coilInvalidUsage, describe(t), ": rank ", t.call.peer, " sends ",
+                   isAnnouncement ? a.bytes : in.bytes, isAnnouncement ? " bytes" : " bytes in a slot",
+                   " where ", t.bytes, " were expected: the counts differ");
+            t.useDirect = a.direct != 0;
+            t.conn->recvFifo().release();
+          }
+          t.conn->kick();
+          t.announced = moved = true;
+          continue;
+        }
+        if (t.useDirect) {
+          if (!t.posted) {
+            t.ticket = t.call.isSend ? t.direct->postSend(t.call.buffer, t.bytes, t.tag)
+                                     : t.direct->postRecv(t.call.buffer, t.bytes, t.tag);
+            t.posted = moved = true;
+          } else if (t.direct->done(t.ticket)) {
+            const std::string why = t.direct->failure();
+            if (!why.empty()) fail(coilRemoteError, describe(t), ": ", why);
+            t.done = t.bytes;
+            moved = true;
+          }
+          continue;
+        }
         auto* base = static_cast<uint8_t*>(t.call.buffer) + t.done;
         const size_t n = std::min(slice, t.bytes - t.done);
         if (t.call.isSend) {

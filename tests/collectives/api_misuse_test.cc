@@ -208,3 +208,44 @@ TEST(EnumRange, OutOfRangeTypesAndOpsAreRejectedByValue) {
 
 }  // namespace
 }  // namespace coil::test
+
+namespace coil::test {
+namespace {
+
+// coilCommRegister / coilCommDeregister: bad handles are errors naming the
+// problem; a transport without a zero-copy path (shm, tcp) accepts the
+// registration and changes nothing (results stay exact).
+TEST(Registration, BadHandlesAreNamedAndUnusedRegistrationsAreHarmless) {
+  for (const std::string& transport : testedTransports()) {
+    SCOPED_TRACE(transport);
+    runRanks({2, Launch::Threads, transport}, [](coilComm_t comm, int rank) {
+      std::vector<float> buf(300001, static_cast<float>(rank + 1));
+      EXPECT_EQ(coilCommRegister(comm, buf.data(), buf.size() * sizeof(float), nullptr),
+                coilInvalidArgument);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("handle"), std::string::npos);
+      void* handle = nullptr;
+      ASSERT_EQ(coilCommRegister(comm, buf.data(), buf.size() * sizeof(float), &handle),
+                coilSuccess)
+          << coilGetLastError(comm);
+      EXPECT_NE(handle, nullptr);
+      const int peer = 1 - rank;
+      std::vector<float> in(buf.size());
+      ASSERT_EQ(coilGroupStart(), coilSuccess);
+      EXPECT_EQ(coilSend(buf.data(), buf.size(), coilFloat, peer, comm, nullptr), coilSuccess);
+      EXPECT_EQ(coilRecv(in.data(), in.size(), coilFloat, peer, comm, nullptr), coilSuccess);
+      ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+      EXPECT_EQ(in[0], static_cast<float>(peer + 1));
+      EXPECT_EQ(in.back(), static_cast<float>(peer + 1));
+      EXPECT_EQ(coilCommDeregister(comm, handle), coilSuccess) << coilGetLastError(comm);
+      EXPECT_EQ(coilCommDeregister(comm, handle), coilInvalidArgument);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("not a registration"), std::string::npos)
+          << coilGetLastError(comm);
+      int notAHandle = 0;
+      EXPECT_EQ(coilCommDeregister(comm, &notAHandle), coilInvalidArgument);
+    });
+  }
+  EXPECT_EQ(coilCommRegister(nullptr, nullptr, 0, nullptr), coilInvalidArgument);
+}
+
+}  // namespace
+}  // namespace coil::test

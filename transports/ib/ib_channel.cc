@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -23,6 +24,11 @@ constexpr size_t kWireHeaderStride = 64;  // one cache line per header
 constexpr uint32_t kMaxSlotBytes = 64u << 20;
 
 size_t pageRound(size_t n) { return (n + kPage - 1) / kPage * kPage; }
+// The largest single RDMA WRITE of a direct message (rxe takes 2^31 bytes).
+constexpr uint64_t kMaxWriteBytes = uint64_t{1} << 30;
+constexpr uint32_t kMaxDirectWrites = 16;  // direct messages up to 16 GiB
+uint32_t kSendQueueDepth(uint32_t slots) { return 3 * slots + 4 + kDirectSlots * 2 + kMaxDirectWrites; }
+uint32_t kRecvQueueDepth(uint32_t slots) { return 2 * slots + 4 + 2 * kDirectSlots; }
 
 }  // namespace
 
@@ -38,6 +44,8 @@ ChannelOptions ChannelOptions::fromEnv() {
     o.slotBytes = static_cast<uint32_t>(*v) / 64 * 64;
   if (auto v = env::getInt("COIL_IB_TIMEOUT", 1, 31)) o.timeout = static_cast<int>(*v);
   if (auto v = env::getInt("COIL_IB_RETRY_CNT", 0, 7)) o.retryCount = static_cast<int>(*v);
+  if (auto v = env::getInt("COIL_IB_DIRECT_BYTES", 0, INT64_MAX))
+    o.directFrom = *v == 0 ? UINT64_MAX : static_cast<uint64_t>(*v);
   return o;
 }
 
@@ -52,7 +60,7 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
       options_(options) {
   const size_t ctlBytes = pageRound(sizeof(FifoControl));
   const size_t dataBytes = pageRound(fifoDataBytes(options.slotCount, options.slotBytes));
-  const size_t headerBytes = pageRound(options.slotCount * kWireHeaderStride);
+  const size_t headerBytes = pageRound((options.slotCount + kDirectSlots) * kWireHeaderStride);
   memoryBytes_ = 2 * (ctlBytes + dataBytes) + headerBytes;
   void* mem = mmap(nullptr, memoryBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) failErrno("ib: allocating FIFO memory for rank " + std::to_string(peer), errno);
@@ -63,6 +71,7 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
   uint8_t* recvData = reinterpret_cast<uint8_t*>(recvCtl) + ctlBytes;
   recvData_ = recvData;
   wireHeaders_ = reinterpret_cast<WireHeader*>(recvData + dataBytes);
+  ctsRing_ = recvData + dataBytes + options.slotCount * kWireHeaderStride;
   new (sendCtl) FifoControl();
   new (recvCtl) FifoControl();
   sendCtl->init(options.slotCount, options.slotBytes);
@@ -90,15 +99,16 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
   attr.send_cq = cq;
   attr.recv_cq = cq;
   attr.qp_type = IBV_QPT_RC;
-  // Data: two requests per slot in flight; credits: one per slot at most.
-  attr.cap.max_send_wr = 3 * options.slotCount + 4;
-  attr.cap.max_recv_wr = 2 * options.slotCount + 4;
+  // Data: two requests per slot in flight; credits: one per slot at most;
+  // direct: a CTS per announced receive, a write and its "done" per send.
+  attr.cap.max_send_wr = kSendQueueDepth(options.slotCount);
+  attr.cap.max_recv_wr = kRecvQueueDepth(options.slotCount);
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
-  attr.cap.max_inline_data = sizeof(WireHeader);
+  attr.cap.max_inline_data = sizeof(ClearToSend);
   qp_ = api().createQp(device_->pd(), &attr);
   if (qp_ == nullptr) failErrno("ib: ibv_create_qp for rank " + std::to_string(peer), errno);
-  sendQueueFree_ = 3 * options.slotCount + 4;
+  sendQueueFree_ = kSendQueueDepth(options.slotCount);
   credits_ = options.slotCount;
 
   ibv_qp_attr init{};
@@ -109,7 +119,7 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
   if (int rc = api().modifyQp(qp_, &init,
                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     failErrno("ib: moving the QP for rank " + std::to_string(peer) + " to INIT", rc);
-  for (uint32_t i = 0; i < 2 * options.slotCount + 4; ++i) postReceive();
+  for (uint32_t i = 0; i < kRecvQueueDepth(options.slotCount); ++i) postReceive();
   psn_ = std::random_device{}() & 0xffffff;
 }
 
@@ -131,6 +141,8 @@ QueuePairInfo IbChannel::localInfo() const {
   q.rkey = mr_->rkey;
   q.recvSlots = reinterpret_cast<uint64_t>(recvData_);
   q.wireHeaders = reinterpret_cast<uint64_t>(wireHeaders_);
+  q.ctsRing = reinterpret_cast<uint64_t>(ctsRing_);
+  q.directFrom = options_.directFrom;
   std::memcpy(q.gid, device_->address().gid, sizeof q.gid);
   q.lid = device_->address().lid;
   q.activeMtu = device_->address().activeMtu;
@@ -142,7 +154,12 @@ void IbChannel::connectTo(const QueuePairInfo& remote) {
     coil::fail(coilInvalidUsage, "ib: rank ", peer_, " uses ", remote.slotCount, "x", remote.slotBytes,
          "B slots, rank ", rank_, " uses ", options_.slotCount, "x", options_.slotBytes,
          "B; set COIL_IB_SLOTS and COIL_IB_SLOT_BYTES alike on every rank");
+  if (remote.directFrom != options_.directFrom)
+    coil::fail(coilInvalidUsage, "ib: rank ", peer_, " sends messages of ", remote.directFrom,
+               " bytes and more directly, rank ", rank_, " from ", options_.directFrom,
+               "; set COIL_IB_DIRECT_BYTES alike on every rank");
   remoteSlots_ = remote.recvSlots;
+  remoteCtsRing_ = remote.ctsRing;
   remoteHeaders_ = remote.wireHeaders;
   remoteKey_ = remote.rkey;
 
@@ -258,7 +275,157 @@ bool IbChannel::pump() {
     recvCredited_ = head;
     posted = true;
   }
-  return posted;
+  const uint32_t before = sendQueueFree_;
+  pumpDirect();
+  return posted || sendQueueFree_ != before;
+}
+
+// ---- direct path ----------------------------------------------------------------
+
+uint64_t IbChannel::postDirect(bool isSend, void* buffer, size_t bytes, uint64_t tag) {
+  // The application's registration (coilCommRegister) when it has one; else
+  // one for this message only. Caching those would need to learn when the
+  // application frees or remaps the buffer (memory hooks), or a write could
+  // land in pages that no longer back it.
+  ibv_mr* mr = device_->registrations().find(buffer, bytes);
+  const bool ownsMr = mr == nullptr;
+  if (ownsMr)
+    mr = api().regMr(device_->pd(), buffer, bytes,
+                     IBV_ACCESS_LOCAL_WRITE | (isSend ? 0 : IBV_ACCESS_REMOTE_WRITE));
+  const int err = errno;
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(directMutex_);
+    ticket = nextTicket_++;
+    (isSend ? directSends_ : directRecvs_)
+        .push_back({ticket, buffer, bytes, tag, mr, ownsMr && mr != nullptr, DirectOp::kQueued});
+  }
+  // The peer waits for this message: a pair that cannot carry it fails,
+  // and the peer learns it from the closed socket.
+  if (mr == nullptr)
+    fail("cannot register " + std::to_string(bytes) + " bytes of the " +
+         (isSend ? "send" : "receive") + " buffer for rank " + std::to_string(peer_) + ": " +
+         std::strerror(err) + " (is the locked-memory limit, ulimit -l, too low?)");
+  waker_->wake();
+  return ticket;
+}
+
+uint64_t IbChannel::postDirectRecv(void* buffer, size_t bytes, uint64_t tag) {
+  return postDirect(false, buffer, bytes, tag);
+}
+
+uint64_t IbChannel::postDirectSend(const void* data, size_t bytes, uint64_t tag) {
+  return postDirect(true, const_cast<void*>(data), bytes, tag);
+}
+
+bool IbChannel::directDone(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(directMutex_);
+  const bool broken = failed();
+  for (auto* ops : {&directSends_, &directRecvs_})
+    for (auto it = ops->begin(); it != ops->end(); ++it) {
+      if (it->ticket != ticket) continue;
+      if (it->state != DirectOp::kDone && !broken) return false;
+      if (it->ownsMr) api().deregMr(it->mr);
+      ops->erase(it);
+      return true;
+    }
+  return true;  // retired already
+}
+
+std::string IbChannel::failure() const {
+  std::lock_guard<std::mutex> lock(directMutex_);
+  return failure_;
+}
+
+void IbChannel::pumpDirect() {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(directMutex_);
+    why = pumpDirectLocked();
+  }
+  if (!why.empty()) fail(why);
+}
+
+std::string IbChannel::pumpDirectLocked() {
+  if (failed()) return {};
+  // Receiver: announce queued receives, at most kDirectSlots not yet done.
+  for (DirectOp& op : directRecvs_) {
+    if (op.state != DirectOp::kQueued) continue;
+    if (ctsSent_ - recvsDone_ >= kDirectSlots || sendQueueFree_ < 1) break;
+    if (std::string why = postClearToSend(op); !why.empty()) return why;
+  }
+  // Sender: each clear-to-send goes to the oldest send not yet written.
+  for (DirectOp& op : directSends_) {
+    if (op.state != DirectOp::kQueued) continue;
+    if (arrivedCts_.empty()) break;
+    const uint32_t writes = static_cast<uint32_t>((op.bytes + kMaxWriteBytes - 1) / kMaxWriteBytes);
+    if (writes > kMaxDirectWrites)
+      return "a direct message of " + std::to_string(op.bytes) + " bytes is over the limit of " +
+             std::to_string(kMaxDirectWrites * kMaxWriteBytes);
+    if (sendQueueFree_ < writes + 1) break;
+    const ClearToSend cts = arrivedCts_.front();
+    if (cts.tag != op.tag || cts.bytes != op.bytes)
+      return "rank " + std::to_string(peer_) + " receives " + std::to_string(cts.bytes) +
+             " bytes (tag " + std::to_string(cts.tag) + ") where this rank sends " +
+             std::to_string(op.bytes) + " bytes (tag " + std::to_string(op.tag) +
+             "): the calls do not match";
+    arrivedCts_.pop_front();
+    if (std::string why = postDirectWrite(op, cts); !why.empty()) return why;
+  }
+  return {};
+}
+
+std::string IbChannel::postClearToSend(DirectOp& op) {
+  const ClearToSend cts{op.tag, reinterpret_cast<uint64_t>(op.buffer), op.bytes, op.mr->rkey, 0};
+  ibv_sge sge{reinterpret_cast<uint64_t>(&cts), sizeof cts, 0};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(kImmCts);
+  wr.wr.rdma.remote_addr = remoteCtsRing_ + (ctsSent_ % kDirectSlots) * kWireHeaderStride;
+  wr.wr.rdma.rkey = remoteKey_;
+  wr.wr_id = workId(kCts, 1);
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, &wr, &bad))
+    return "ibv_post_send (clear-to-send) failed: " + std::string(std::strerror(rc));
+  --sendQueueFree_;
+  ++ctsSent_;
+  op.state = DirectOp::kPosted;
+  return {};
+}
+
+std::string IbChannel::postDirectWrite(DirectOp& op, const ClearToSend& cts) {
+  const uint32_t writes = static_cast<uint32_t>((op.bytes + kMaxWriteBytes - 1) / kMaxWriteBytes);
+  std::vector<ibv_sge> sges(writes);
+  std::vector<ibv_send_wr> wrs(writes + 1);
+  for (uint32_t i = 0; i < writes; ++i) {
+    const uint64_t offset = i * kMaxWriteBytes;
+    const uint64_t n = std::min<uint64_t>(kMaxWriteBytes, op.bytes - offset);
+    sges[i] = {reinterpret_cast<uint64_t>(op.buffer) + offset, static_cast<uint32_t>(n),
+               op.mr->lkey};
+    wrs[i].opcode = IBV_WR_RDMA_WRITE;
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].wr.rdma.remote_addr = cts.address + offset;
+    wrs[i].wr.rdma.rkey = cts.rkey;
+    wrs[i].next = &wrs[i + 1];
+  }
+  ibv_send_wr& done = wrs[writes];
+  done.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  done.num_sge = 0;
+  done.send_flags = IBV_SEND_SIGNALED;
+  done.imm_data = htonl(kImmDone);
+  done.wr.rdma.remote_addr = cts.address;
+  done.wr.rdma.rkey = cts.rkey;
+  done.wr_id = workId(kDirect, writes + 1);
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp_, wrs.data(), &bad))
+    return "ibv_post_send (direct write) failed: " + std::string(std::strerror(rc));
+  sendQueueFree_ -= writes + 1;
+  op.state = DirectOp::kPosted;
+  return {};
 }
 
 void IbChannel::complete(const ibv_wc& wc) {
@@ -276,16 +443,49 @@ void IbChannel::complete(const ibv_wc& wc) {
       send_.release();  // the peer's NIC acknowledged both writes
       break;
     case kCredit:
+    case kCts:
       sendQueueFree_ += weight;
       break;
+    case kDirect: {
+      sendQueueFree_ += weight;
+      std::lock_guard<std::mutex> lock(directMutex_);
+      for (DirectOp& op : directSends_)
+        if (op.state == DirectOp::kPosted) {
+          op.state = DirectOp::kDone;  // the peer's NIC has the whole message
+          break;
+        }
+      break;
+    }
     case kRecv: {
       postReceive();
       const uint32_t imm = ntohl(wc.imm_data);
-      if (imm & kImmCredit) {
-        credits_ += imm & ~kImmCredit;
-        if (credits_ > options_.slotCount)
-          fail("rank " + std::to_string(peer_) + " returned more credits than slots");
-        break;
+      const uint32_t count = imm & ~kImmKindMask;
+      switch (imm & kImmKindMask) {
+        case kImmCredit:
+          credits_ += count;
+          if (credits_ > options_.slotCount)
+            fail("rank " + std::to_string(peer_) + " returned more credits than slots");
+          return;
+        case kImmCts: {
+          ClearToSend cts;
+          std::memcpy(&cts, ctsRing_ + (ctsArrived_ % kDirectSlots) * kWireHeaderStride, sizeof cts);
+          ++ctsArrived_;
+          std::lock_guard<std::mutex> lock(directMutex_);
+          arrivedCts_.push_back(cts);
+          return;
+        }
+        case kImmDone: {
+          std::lock_guard<std::mutex> lock(directMutex_);
+          for (DirectOp& op : directRecvs_)
+            if (op.state == DirectOp::kPosted) {
+              op.state = DirectOp::kDone;  // the whole message has landed
+              break;
+            }
+          ++recvsDone_;
+          return;
+        }
+        default:
+          break;  // data: below
       }
       const WireHeader& h =
           *reinterpret_cast<const WireHeader*>(reinterpret_cast<const uint8_t*>(wireHeaders_) +
@@ -323,15 +523,31 @@ void IbChannel::fail(const std::string& why, bool expected) noexcept {
     COIL_INFO(kNet, "ib: rank ", rank_, " -> rank ", peer_, ": ", why);
   else
     COIL_WARN(kNet, "ib: rank ", rank_, " -> rank ", peer_, ": ", why);
+  {
+    std::lock_guard<std::mutex> lock(directMutex_);
+    if (failure_.empty()) failure_ = why;
+  }
   send_.closeConsumer();
   recv_.closeProducer();
+  stopRemoteAccess();
+}
+
+// From here on the peer's writes are refused (the QP is in error, its posted
+// requests flush) and the peer learns it from the socket: a buffer that a
+// failed direct receive had announced is never written after its call
+// returned.
+void IbChannel::stopRemoteAccess() noexcept {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  if (qp_ != nullptr) api().modifyQp(qp_, &attr, IBV_QP_STATE);
+  socket_.shutdownBoth();
 }
 
 void IbChannel::close() noexcept {
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   send_.closeProducer();
   recv_.closeConsumer();
-  socket_.shutdownBoth();  // the peer's proxy sees EOF
+  stopRemoteAccess();  // and the peer's proxy sees EOF
   waker_->wake();
 }
 

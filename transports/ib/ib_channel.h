@@ -21,6 +21,14 @@
 // its consumer released as a zero-byte WRITE_WITH_IMM "credit n". So a
 // write never lands in a slot the consumer still reads.
 //
+// Large point-to-point messages skip the slots (direct_io.h): the receiver
+// registers its buffer and writes a clear-to-send record (tag, address,
+// size, key; inline WRITE_WITH_IMM "cts") into the sender's CTS ring; the
+// sender registers its buffer, RDMA-writes it into the receiver's and
+// follows with a zero-byte WRITE_WITH_IMM "done". At most kDirectSlots
+// receives are announced and not done, so a CTS ring slot is never
+// overwritten before the sender read it.
+//
 // Liveness: a dead peer raises no completion while this side only waits to
 // receive, so each channel also keeps the TCP socket its queue pair was set
 // up over; its EOF or error (the peer process is gone or closed) and any
@@ -32,6 +40,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +65,8 @@ struct QueuePairInfo {
   uint32_t rkey;
   uint64_t recvSlots;    // address of recv slot 0
   uint64_t wireHeaders;  // address of wire header 0
+  uint64_t ctsRing;      // address of CTS ring slot 0
+  uint64_t directFrom;   // COIL_IB_DIRECT_BYTES (must match)
   uint8_t gid[16];
   uint16_t lid;
   uint8_t activeMtu;
@@ -70,6 +81,16 @@ struct WireHeader {
   uint64_t tag;
 };
 
+/// Where a receiver's buffer is: what a clear-to-send record carries.
+struct ClearToSend {
+  uint64_t tag;
+  uint64_t address;
+  uint64_t bytes;
+  uint32_t rkey;
+  uint32_t reserved;
+};
+inline constexpr uint32_t kDirectSlots = 16;
+
 /// Queue-pair settings (COIL_IB_TIMEOUT, COIL_IB_RETRY_CNT) and FIFO shape
 /// (COIL_IB_SLOTS, COIL_IB_SLOT_BYTES).
 struct ChannelOptions {
@@ -77,6 +98,7 @@ struct ChannelOptions {
   uint32_t slotBytes = 512 << 10;
   int timeout = 14;   // 4.096 µs * 2^timeout per retry (14: 67 ms)
   int retryCount = 7;
+  uint64_t directFrom = 512 << 10;  // COIL_IB_DIRECT_BYTES; 0 (off) is UINT64_MAX
   static ChannelOptions fromEnv();
 };
 
@@ -114,6 +136,14 @@ class IbChannel {
   /// The setup socket is readable or hung up: the peer is gone.
   void socketEvent();
 
+  // ---- direct path (DirectIo, any caller thread) ----------------------------
+  size_t directFromBytes() const { return options_.directFrom; }
+  RegistrationCache& registrations() { return device_->registrations(); }
+  uint64_t postDirectRecv(void* buffer, size_t bytes, uint64_t tag);
+  uint64_t postDirectSend(const void* data, size_t bytes, uint64_t tag);
+  bool directDone(uint64_t ticket);
+  std::string failure() const;
+
   /// Closes both FIFOs and says why (first reason wins; logged as a
   /// warning unless `expected`: a peer that closes after a normal
   /// teardown). Thread-safe.
@@ -123,8 +153,28 @@ class IbChannel {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
  private:
-  enum Kind : uint32_t { kData = 1, kCredit = 2, kRecv = 3 };
-  static constexpr uint32_t kImmCredit = 1u << 31;
+  enum Kind : uint32_t { kData = 1, kCredit = 2, kRecv = 3, kCts = 4, kDirect = 5 };
+  // An immediate's top two bits say what it is; the rest, how much.
+  static constexpr uint32_t kImmKindMask = 3u << 30;
+  static constexpr uint32_t kImmData = 0, kImmCts = 1u << 30, kImmCredit = 2u << 30,
+                            kImmDone = 3u << 30;
+
+  struct DirectOp {
+    enum State { kQueued, kPosted, kDone };
+    uint64_t ticket;
+    void* buffer;
+    size_t bytes;
+    uint64_t tag;
+    ibv_mr* mr;
+    bool ownsMr;  // registered for this message (else the application's)
+    State state;
+  };
+  uint64_t postDirect(bool isSend, void* buffer, size_t bytes, uint64_t tag);
+  void pumpDirect();
+  std::string pumpDirectLocked();  // why the pair must fail, or empty
+  std::string postClearToSend(DirectOp& op);
+  std::string postDirectWrite(DirectOp& op, const ClearToSend& cts);
+  void stopRemoteAccess() noexcept;
   uint64_t workId(Kind kind, uint32_t weight) const {
     return (static_cast<uint64_t>(index_) << 32) | (static_cast<uint64_t>(kind) << 16) | weight;
   }
@@ -144,12 +194,13 @@ class IbChannel {
   size_t memoryBytes_ = 0;
   uint8_t* recvData_ = nullptr;        // recv slot 0
   WireHeader* wireHeaders_ = nullptr;  // stride kWireHeaderStride
+  uint8_t* ctsRing_ = nullptr;         // kDirectSlots records, stride 64
   SlotFifo send_, recv_;
   Socket socket_;
   uint32_t psn_ = 0;
 
   // Remote side, from connectTo.
-  uint64_t remoteSlots_ = 0, remoteHeaders_ = 0;
+  uint64_t remoteSlots_ = 0, remoteHeaders_ = 0, remoteCtsRing_ = 0;
   uint32_t remoteKey_ = 0;
 
   // Proxy state.
@@ -159,6 +210,17 @@ class IbChannel {
   uint32_t recvArrived_ = 0;    // recv slots published
   uint32_t recvCredited_ = 0;   // recv head already returned as credit
   uint32_t sendQueueFree_ = 0;  // work requests the send queue still takes
+
+  // Direct path: operations in issue order per direction (guarded by
+  // directMutex_: callers post and poll, the proxy advances them).
+  mutable std::mutex directMutex_;
+  std::deque<DirectOp> directSends_, directRecvs_;
+  std::deque<ClearToSend> arrivedCts_;  // read from the ring, not yet used
+  uint64_t nextTicket_ = 1;
+  uint32_t ctsSent_ = 0;      // receives announced
+  uint32_t recvsDone_ = 0;    // announced receives completed
+  uint32_t ctsArrived_ = 0;   // CTS records read from the ring
+  std::string failure_;       // guarded by directMutex_
 
   std::atomic<bool> failed_{false};
   std::atomic<bool> closed_{false};

@@ -1,5 +1,7 @@
 #include "transports/ib/ib_device.h"
 
+#include "transports/ib/port_choice.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 
@@ -16,55 +18,6 @@ namespace coil::transport::ib {
 
 namespace {
 
-/// One entry of COIL_IB_HCA: a device name (prefix unless exact) and an
-/// optional port.
-struct HcaEntry {
-  std::string name;
-  int port = 0;  // 0: any
-};
-
-struct HcaFilter {
-  bool exclude = false;
-  bool exact = false;
-  std::vector<HcaEntry> entries;
-
-  static HcaFilter parse(const std::string& spec) {
-    HcaFilter f;
-    size_t i = 0;
-    if (i < spec.size() && spec[i] == '^') f.exclude = true, ++i;
-    if (i < spec.size() && spec[i] == '=') f.exact = true, ++i;
-    std::stringstream in(spec.substr(i));
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      if (item.empty()) continue;
-      HcaEntry e;
-      const size_t colon = item.find(':');
-      e.name = item.substr(0, colon);
-      if (colon != std::string::npos) {
-        char* end = nullptr;
-        const long port = std::strtol(item.c_str() + colon + 1, &end, 10);
-        if (*end != '\0' || port < 1 || port > 255)
-          fail(coilInvalidUsage, "COIL_IB_HCA=", spec, ": bad port in '", item, "'");
-        e.port = static_cast<int>(port);
-      }
-      f.entries.push_back(e);
-    }
-    return f;
-  }
-
-  bool matches(const HcaEntry& e, const std::string& device, int port) const {
-    const bool name = exact ? device == e.name : device.rfind(e.name, 0) == 0;
-    return name && (e.port == 0 || e.port == port);
-  }
-
-  bool admits(const std::string& device, int port) const {
-    if (entries.empty()) return true;
-    bool listed = false;
-    for (const auto& e : entries) listed = listed || matches(e, device, port);
-    return exclude ? !listed : listed;
-  }
-};
-
 std::string readSysfs(const std::string& path) {
   std::ifstream f(path);
   std::string line;
@@ -72,30 +25,10 @@ std::string readSysfs(const std::string& path) {
   return line;
 }
 
-bool isZero(const ibv_gid& g) {
-  for (uint8_t b : g.raw)
-    if (b != 0) return false;
-  return true;
-}
-bool isLinkLocal(const ibv_gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
-bool isIpv4Mapped(const ibv_gid& g) {
-  for (int i = 0; i < 10; ++i)
-    if (g.raw[i] != 0) return false;
-  return g.raw[10] == 0xff && g.raw[11] == 0xff;
-}
-
 std::string gidText(const ibv_gid& g) {
   char buf[INET6_ADDRSTRLEN] = {};
   inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
   return buf;
-}
-
-/// How much a GID is worth on RoCE (higher is better); -1: unusable.
-int gidScore(const ibv_gid& g, const std::string& type) {
-  if (isZero(g) || isLinkLocal(g)) return -1;
-  const bool v2 = type.find("v2") != std::string::npos;
-  if (v2 && isIpv4Mapped(g)) return 3;
-  return v2 ? 2 : 1;
 }
 
 }  // namespace
@@ -170,7 +103,7 @@ std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
           ibv_gid g{};
           if (api->queryGid(ctx, static_cast<uint8_t>(port), i, &g) != 0) continue;
           const std::string type = readSysfs(typeDir + std::to_string(i));
-          const int score = forcedGid ? (isZero(g) ? -1 : 4) : gidScore(g, type);
+          const int score = forcedGid ? (isZeroGid(g.raw) ? -1 : 4) : gidScore(g.raw, type);
           if (score > bestScore) best = i, bestScore = score, bestGid = g, bestType = type;
         }
         if (best < 0) {
@@ -198,6 +131,7 @@ std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
         dev->context_ = nullptr;
         break;
       }
+      dev->registrations_ = std::make_unique<RegistrationCache>(*api, dev->pd_);
       chosen = dev;
     }
     if (!chosen) api->closeDevice(ctx);
@@ -232,6 +166,7 @@ ibv_cq* IbDevice::completionQueue(int entries) {
 }
 
 IbDevice::~IbDevice() {
+  registrations_.reset();
   if (cq_) api_->destroyCq(cq_);
   if (channel_) api_->destroyCompChannel(channel_);
   if (pd_) api_->deallocPd(pd_);

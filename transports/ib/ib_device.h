@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "transports/ib/registration_cache.h"
 #include "transports/ib/verbs_api.h"
 
 namespace coil::transport::ib {
@@ -63,6 +64,8 @@ class IbDevice {
   /// once per transport).
   ibv_cq* completionQueue(int entries);
   ibv_comp_channel* completionChannel() const { return channel_; }
+  /// Buffers the application registered (coilCommRegister).
+  RegistrationCache& registrations() { return *registrations_; }
 
  private:
   IbDevice() = default;
@@ -73,6 +76,7 @@ class IbDevice {
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   int cqEntries_ = 0;
+  std::unique_ptr<RegistrationCache> registrations_;  // before pd_ goes
   PortAddress address_{};
   std::string description_;
 };

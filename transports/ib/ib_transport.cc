@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "net/acceptor.h"
 #include "net/auth.h"
+#include "transports/direct_io.h"
 
 namespace coil::transport::ib {
 
@@ -45,7 +46,7 @@ const Traits& ibTraits() {
   return traits;
 }
 
-class IbConnection final : public Connection {
+class IbConnection final : public Connection, public DirectIo {
  public:
   explicit IbConnection(std::shared_ptr<IbChannel> channel) : channel_(std::move(channel)) {}
   ~IbConnection() override { channel_->close(); }
@@ -56,9 +57,35 @@ class IbConnection final : public Connection {
   void close() noexcept override { channel_->close(); }
   const Traits& traits() const override { return ibTraits(); }
   int peer() const override { return channel_->peer(); }
+  DirectIo* directIo() override { return this; }
+
+  // DirectIo: the channel's rendezvous path (ib_channel.h).
+  size_t directFromBytes() const override { return channel_->directFromBytes(); }
+  uint64_t postRecv(void* buffer, size_t bytes, uint64_t tag) override {
+    return channel_->postDirectRecv(buffer, bytes, tag);
+  }
+  uint64_t postSend(const void* data, size_t bytes, uint64_t tag) override {
+    return channel_->postDirectSend(data, bytes, tag);
+  }
+  bool done(uint64_t ticket) override { return channel_->directDone(ticket); }
+  uint64_t registerBuffer(void* buffer, size_t bytes) override {
+    channel_->registrations().add(buffer, bytes);
+    registered_.push_back({buffer, bytes});
+    return registered_.size();  // 1-based index
+  }
+  void deregisterBuffer(uint64_t token) override {
+    if (token == 0 || token > registered_.size() || registered_[token - 1].first == nullptr) return;
+    channel_->registrations().remove(registered_[token - 1].first, registered_[token - 1].second);
+    registered_[token - 1].first = nullptr;
+  }
+  bool registered(const void* buffer, size_t bytes) const override {
+    return channel_->registrations().find(buffer, bytes) != nullptr;
+  }
+  std::string failure() const override { return channel_->failure(); }
 
  private:
   std::shared_ptr<IbChannel> channel_;
+  std::vector<std::pair<void*, size_t>> registered_;  // by token - 1
 };
 
 SocketAddress addressOf(const ListenerRecord& r) {

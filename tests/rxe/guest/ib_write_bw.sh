@@ -2,21 +2,24 @@
 # Runs inside the rxe guest (tools/rxe/guest-run): perftest's ib_write_bw,
 # the baseline for coil's verbs bandwidth in the same guest.
 #
-#   ib_write_bw.sh [--one-host] [-n ITERS] [-p PORT] BYTES...
+#   ib_write_bw.sh [--one-host] [--bidir] [-n ITERS] [-p PORT] BYTES...
 #
 # Default: two hosts. The server runs on host B (rxe2, netns hostb), the
 # client on host A (rxe1, netns hosta) and RDMA-writes to it; the bytes
 # cross the veth pair (checked: veth-b's rx bytes grow by at least what was
 # written). --one-host: server and client both on rxe0 (dummy0).
+# --bidir: both sides write at once (perftest -b); gbps is both directions
+# together, and the mode is reported as <mode>-bidir.
 # ITERS: messages per size (default: 64 MiB worth, 5 to 1000).
 # Per size it prints one line, for scripts to grep:
 #   RXE-IB_WRITE_BW mode=two-hosts bytes=<n> iters=<k> gbps=<average Gb/s> seconds=<wall>
 # Exits non-zero when a run fails.
 set -u
-mode=two-hosts iters='' port=18515
+mode=two-hosts iters='' port=18515 bidir=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --one-host) mode=one-host ;;
+    --bidir) bidir=1 ;;
     -n) iters=$2; shift ;;
     -p) port=$2; shift ;;
     -*) echo "ib_write_bw.sh: unknown option $1" >&2; exit 2 ;;
@@ -51,6 +54,7 @@ for bytes in "$@"; do
     n=$((67108864 / bytes)); [ $n -ge 5 ] || n=5; [ $n -le 1000 ] || n=1000
   fi
   common="-F --report_gbits -s $bytes -n $n -p $port"
+  [ $bidir = 1 ] && common="$common -b"
   rx0=0; [ -n "$rx_counter" ] && rx0=$(cat "$rx_counter")
   t0=$(uptime_s)
   # shellcheck disable=SC2086  # word splitting of $srv, $common on purpose
@@ -80,7 +84,8 @@ for bytes in "$@"; do
       status=1
     fi
   fi
-  echo "RXE-IB_WRITE_BW mode=$mode bytes=$bytes iters=$n gbps=$gbps" \
+  label=$mode; [ $bidir = 1 ] && label=$mode-bidir
+  echo "RXE-IB_WRITE_BW mode=$label bytes=$bytes iters=$n gbps=$gbps" \
     "seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')$extra"
   port=$((port + 1))
 done
