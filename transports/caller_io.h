@@ -15,7 +15,7 @@
 // The algorithm drives progress (advance) and waiting (await), which keeps
 // every wait under its deadline and abort flag.
 //
-// Found with dynamic_cast<CallerIo*>(connection); transports that move data
+// Found through Connection::callerIo(); transports that move data
 // without a helper (shm) do not implement it.
 #pragma once
 
