@@ -34,10 +34,11 @@ class DirectIo {
   /// ends of the pair); SIZE_MAX when it is off (COIL_IB_DIRECT_BYTES=0).
   virtual size_t directFromBytes() const = 0;
   /// Registers [buffer, buffer + bytes) for this path, once per range
-  /// however many connections or calls ask (refcounted). Returns a token
-  /// for deregisterBuffer. Throws when the device refuses (memlock limit).
-  virtual uint64_t registerBuffer(void* buffer, size_t bytes) = 0;
-  virtual void deregisterBuffer(uint64_t token) = 0;
+  /// however many connections or calls ask (refcounted). Throws when the
+  /// device refuses (memlock limit).
+  virtual void registerBuffer(void* buffer, size_t bytes) = 0;
+  /// Undoes one registerBuffer of that very range.
+  virtual void deregisterBuffer(void* buffer, size_t bytes) = 0;
   /// Whether [buffer, buffer + bytes) lies inside a registered range.
   virtual bool registered(const void* buffer, size_t bytes) const = 0;
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/deadline.h"
+#include "transports/link_cost.h"
 #include "transports/out_of_band.h"
 #include "transports/slot_fifo.h"
 
@@ -47,17 +48,6 @@ struct PeerInfo {
   uint64_t hostHash;  // same value <=> same host (boot id, hostname, net namespace)
   int32_t pid;
   int32_t rank;
-};
-
-/// What a transport's links cost: the α-β-γ parameters of the cost model
-/// (src/tune/tuner.h) for data moved over them. γ is the reduction's cost per
-/// byte as it runs beside this transport's copies; β and γ hold while data
-/// stays in the caches and are multiplied by memoryFactor beyond them.
-struct LinkCost {
-  double alphaUs;
-  double betaUsPerB;
-  double gammaUsPerB;
-  double memoryFactor = 1.0;
 };
 
 /// How a transport describes itself to the layers above, which never name
@@ -132,6 +122,9 @@ struct SetupContext {
   Deadline deadline;
   const std::atomic<bool>* abortFlag;
   std::string commLabel;  // for names and logs (unique per communicator)
+  /// This transport's localAddress() of every rank (indexed by rank), as
+  /// exchanged before connect; null where the caller exchanged none.
+  const std::vector<Address>* addresses = nullptr;
 };
 
 /// A transport kind. One instance per communicator (it owns shared state such
@@ -144,10 +137,11 @@ class Transport {
   /// Why this transport cannot run on this rank at all (no device, a
   /// library missing), or empty. Named in the error when COIL_TRANSPORT
   /// forces it.
-  virtual std::string unusable() const { return {}; }
-  /// This rank's address (Address::length 0 when unusable). Called once,
-  /// before canReach and connect.
-  virtual Address localAddress() { return Address{}; }
+  virtual std::string unusable() { return {}; }
+  /// This rank's address (Address::length 0 when unusable), for its peers:
+  /// canReach reads it, and connect finds it in SetupContext::addresses.
+  /// Called once, before both; `oob` says where this rank listens.
+  virtual Address localAddress(const OutOfBand& /*oob*/) { return Address{}; }
   /// Can this transport connect `self` to `peer`? Must give the same
   /// answer on both ends (shm: same host; ib: both have a usable port).
   virtual bool canReach(const Endpoint& self, const Endpoint& peer) const = 0;

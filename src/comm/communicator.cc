@@ -122,10 +122,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.nranks = nranks;
   const transport::Traits& slowest = slowestTraits();
   topology.transport = slowest.name;
-  topology.fifo = {slowest.fifo.alphaUs, slowest.fifo.betaUsPerB, slowest.fifo.gammaUsPerB,
-                   slowest.fifo.memoryFactor};
-  topology.oneShot = {slowest.oneShot.alphaUs, slowest.oneShot.betaUsPerB,
-                      slowest.oneShot.gammaUsPerB, slowest.oneShot.memoryFactor};
+  topology.fifo = slowest.fifo;
+  topology.oneShot = slowest.oneShot;
   topology.transports = transport::registeredTransports();
   topology.chunkBytes = sliceBytes_ * slicesPerChunk_;
   topology.sliceBytes = sliceBytes_;
@@ -218,7 +216,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   std::vector<transport::Address> addresses(static_cast<size_t>(nranks_) * kinds);
   for (size_t t = 0; t < kinds; ++t)
     if (forced.empty() || available[t] == forced)
-      addresses[static_cast<size_t>(rank_) * kinds + t] = transports[t]->localAddress();
+      addresses[static_cast<size_t>(rank_) * kinds + t] = transports[t]->localAddress(*bootstrap_);
   bootstrap_->allGather(addresses.data(), kinds * sizeof(transport::Address));
   auto endpoint = [&](int r, size_t t) {
     transport::Address& a = addresses[static_cast<size_t>(r) * kinds + t];
@@ -252,7 +250,10 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   // peers on it: setup is collective (it exchanges addresses through the bootstrap).
   std::vector<std::unique_ptr<transport::Connection>> connections;
   for (size_t t = 0; t < available.size(); ++t) {
-    transport::SetupContext ctx{*bootstrap_, rank_, nranks_, infos, deadline, abortFlag_, label_};
+    std::vector<transport::Address> addressOf(static_cast<size_t>(nranks_));
+    for (int r = 0; r < nranks_; ++r) addressOf[static_cast<size_t>(r)] = endpoint(r, t).address;
+    transport::SetupContext ctx{*bootstrap_, rank_,      nranks_,    infos,
+                                deadline,    abortFlag_, label_,     &addressOf};
     auto conns = transports[t]->connect(ctx, peersOf[t]);
     for (auto& c : conns) {
       COIL_INFO(kInit, "rank ", rank_, " -> rank ", c->peer(), " via ", c->traits().name);

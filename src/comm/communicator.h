@@ -181,7 +181,7 @@ class Communicator {
   struct Registration {
     void* buffer;
     size_t bytes;
-    std::vector<std::pair<transport::DirectIo*, uint64_t>> tokens;
+    std::vector<transport::DirectIo*> paths;  // each registered the range once
   };
   std::vector<std::unique_ptr<Registration>> registrations_;
   const uint64_t id_;                          // process-unique, names link claims

@@ -66,10 +66,12 @@ void* Communicator::registerBuffer(void* buffer, size_t bytes) {
   auto r = std::make_unique<Registration>(Registration{buffer, bytes, {}});
   try {
     for (transport::Connection* c : peers_)
-      if (c != nullptr && c->directIo() != nullptr && bytes != 0)
-        r->tokens.emplace_back(c->directIo(), c->directIo()->registerBuffer(buffer, bytes));
+      if (c != nullptr && c->directIo() != nullptr && bytes != 0) {
+        c->directIo()->registerBuffer(buffer, bytes);
+        r->paths.push_back(c->directIo());
+      }
   } catch (...) {
-    for (auto& [io, token] : r->tokens) io->deregisterBuffer(token);
+    for (transport::DirectIo* io : r->paths) io->deregisterBuffer(buffer, bytes);
     throw;
   }
   registrations_.push_back(std::move(r));
@@ -82,7 +84,7 @@ void Communicator::deregisterBuffer(void* handle) {
   if (it == registrations_.end())
     fail(coilInvalidArgument, "handle ", handle,
          " is not a registration of this communicator (deregistered twice, or another's)");
-  for (auto& [io, token] : (*it)->tokens) io->deregisterBuffer(token);
+  for (transport::DirectIo* io : (*it)->paths) io->deregisterBuffer((*it)->buffer, (*it)->bytes);
   registrations_.erase(it);
 }
 

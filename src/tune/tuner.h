@@ -25,6 +25,7 @@
 
 #include "algorithms/fingerprint.h"
 #include "algorithms/tree_shape.h"
+#include "transports/link_cost.h"
 
 namespace coil::tune {
 
@@ -34,16 +35,9 @@ enum class Algo { kRing, kTree, kOneShot, kSlice, kChain, kPairwise, kDirect };
 /// "ring", "tree", "oneshot", "slice", "chain", "pairwise", "direct".
 const char* algoName(Algo a);
 
-/// α-β-γ parameters of one algorithm on one transport (see the file comment).
-struct Cost {
-  double alphaUs;
-  double betaUsPerB;
-  double gammaUsPerB;
-  /// β and γ are for data that stays in the caches; once the ranks' buffers
-  /// outgrow the last-level cache (Topology::cacheBytes), both are
-  /// multiplied by this (1 for an algorithm that streams to memory anyway).
-  double memoryFactor = 1.0;
-};
+/// α-β-γ parameters of one algorithm on one transport (see the file comment):
+/// the same numbers a transport states for its links.
+using Cost = transport::LinkCost;
 
 /// What the communicator offers its algorithms.
 struct Topology {

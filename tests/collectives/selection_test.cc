@@ -51,10 +51,8 @@ class TuneFile {
 void useTransport(Topology& t, const std::string& name) {
   const coil::transport::Traits traits = coil::transport::createTransport(name)->traits();
   t.transport = name;
-  t.fifo = {traits.fifo.alphaUs, traits.fifo.betaUsPerB, traits.fifo.gammaUsPerB,
-            traits.fifo.memoryFactor};
-  t.oneShot = {traits.oneShot.alphaUs, traits.oneShot.betaUsPerB, traits.oneShot.gammaUsPerB,
-               traits.oneShot.memoryFactor};
+  t.fifo = traits.fifo;
+  t.oneShot = traits.oneShot;
   t.transports = coil::transport::registeredTransports();
 }
 

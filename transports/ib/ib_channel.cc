@@ -27,8 +27,8 @@ size_t pageRound(size_t n) { return (n + kPage - 1) / kPage * kPage; }
 // The largest single RDMA WRITE of a direct message (rxe takes 2^31 bytes).
 constexpr uint64_t kMaxWriteBytes = uint64_t{1} << 30;
 constexpr uint32_t kMaxDirectWrites = 16;  // direct messages up to 16 GiB
-uint32_t kSendQueueDepth(uint32_t slots) { return 3 * slots + 4 + kDirectSlots * 2 + kMaxDirectWrites; }
-uint32_t kRecvQueueDepth(uint32_t slots) { return 2 * slots + 4 + 2 * kDirectSlots; }
+uint32_t sendQueueDepth(uint32_t slots) { return 3 * slots + 4 + kDirectSlots * 2 + kMaxDirectWrites; }
+uint32_t recvQueueDepth(uint32_t slots) { return 2 * slots + 4 + 2 * kDirectSlots; }
 
 }  // namespace
 
@@ -101,14 +101,14 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
   attr.qp_type = IBV_QPT_RC;
   // Data: two requests per slot in flight; credits: one per slot at most;
   // direct: a CTS per announced receive, a write and its "done" per send.
-  attr.cap.max_send_wr = kSendQueueDepth(options.slotCount);
-  attr.cap.max_recv_wr = kRecvQueueDepth(options.slotCount);
+  attr.cap.max_send_wr = sendQueueDepth(options.slotCount);
+  attr.cap.max_recv_wr = recvQueueDepth(options.slotCount);
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = sizeof(ClearToSend);
   qp_ = api().createQp(device_->pd(), &attr);
   if (qp_ == nullptr) failErrno("ib: ibv_create_qp for rank " + std::to_string(peer), errno);
-  sendQueueFree_ = kSendQueueDepth(options.slotCount);
+  sendQueueFree_ = sendQueueDepth(options.slotCount);
   credits_ = options.slotCount;
 
   ibv_qp_attr init{};
@@ -119,7 +119,7 @@ IbChannel::IbChannel(std::shared_ptr<IbDevice> device, ibv_cq* cq, int rank, int
   if (int rc = api().modifyQp(qp_, &init,
                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     failErrno("ib: moving the QP for rank " + std::to_string(peer) + " to INIT", rc);
-  for (uint32_t i = 0; i < kRecvQueueDepth(options.slotCount); ++i) postReceive();
+  for (uint32_t i = 0; i < recvQueueDepth(options.slotCount); ++i) postReceive();
   psn_ = std::random_device{}() & 0xffffff;
 }
 

@@ -22,19 +22,30 @@ namespace coil::transport::ib {
 namespace {
 
 constexpr const char* kAuthPurpose = "ib-setup";
-constexpr uint32_t kRecordMagic = 0x4c42494c;  // a listener record
 constexpr int kHandshakeMs = 5000;
 constexpr char kReady = 'R';
 
-struct ListenerRecord {
-  uint32_t magic;
-  uint32_t hasListener;
-  uint32_t addressLength;
-  uint32_t reserved;
-  sockaddr_storage address;
+/// What a rank publishes (transport::Address): its port, and the listener
+/// its lower peers set up their queue pairs through. Exchanged with every
+/// transport's address, so connect() needs no exchange of its own.
+struct IbAddress {
+  PortAddress port;
+  uint32_t listenerLength;
+  uint8_t listener[sizeof(sockaddr_in6)];  // an IPv4 or IPv6 socket address
 };
-static_assert(std::is_trivially_copyable_v<ListenerRecord>);
-static_assert(sizeof(PortAddress) <= kAddressBytes);
+static_assert(std::is_trivially_copyable_v<IbAddress>);
+static_assert(sizeof(IbAddress) <= kAddressBytes);
+
+/// A peer's address, or nullopt when it has none (ib unusable there).
+std::optional<IbAddress> ibAddressOf(const Address& a) {
+  if (a.length != sizeof(IbAddress)) return std::nullopt;
+  IbAddress ib;
+  std::memcpy(&ib, a.bytes, sizeof ib);
+  if (ib.port.magic != kPortAddressMagic || ib.listenerLength == 0 ||
+      ib.listenerLength > sizeof ib.listener)
+    return std::nullopt;
+  return ib;
+}
 
 // Not measured on InfiniBand hardware yet (no machine here has any): a
 // 100 Gb/s link moves ~11 GB/s, and a slot hand-off costs two proxy
@@ -68,15 +79,11 @@ class IbConnection final : public Connection, public DirectIo {
     return channel_->postDirectSend(data, bytes, tag);
   }
   bool done(uint64_t ticket) override { return channel_->directDone(ticket); }
-  uint64_t registerBuffer(void* buffer, size_t bytes) override {
+  void registerBuffer(void* buffer, size_t bytes) override {
     channel_->registrations().add(buffer, bytes);
-    registered_.push_back({buffer, bytes});
-    return registered_.size();  // 1-based index
   }
-  void deregisterBuffer(uint64_t token) override {
-    if (token == 0 || token > registered_.size() || registered_[token - 1].first == nullptr) return;
-    channel_->registrations().remove(registered_[token - 1].first, registered_[token - 1].second);
-    registered_[token - 1].first = nullptr;
+  void deregisterBuffer(void* buffer, size_t bytes) override {
+    channel_->registrations().remove(buffer, bytes);
   }
   bool registered(const void* buffer, size_t bytes) const override {
     return channel_->registrations().find(buffer, bytes) != nullptr;
@@ -85,13 +92,12 @@ class IbConnection final : public Connection, public DirectIo {
 
  private:
   std::shared_ptr<IbChannel> channel_;
-  std::vector<std::pair<void*, size_t>> registered_;  // by token - 1
 };
 
-SocketAddress addressOf(const ListenerRecord& r) {
+SocketAddress listenerOf(const IbAddress& ib) {
   SocketAddress a;
-  a.storage = r.address;
-  a.length = r.addressLength;
+  std::memcpy(&a.storage, ib.listener, ib.listenerLength);
+  a.length = ib.listenerLength;
   return a;
 }
 
@@ -108,26 +114,37 @@ IbTransport::~IbTransport() { shutdown(); }
 
 const Traits& IbTransport::traits() const { return ibTraits(); }
 
-Address IbTransport::localAddress() {
+std::string IbTransport::unusable() {
   if (!device_ && why_.empty()) device_ = IbDevice::open(&why_);
+  return why_;
+}
+
+Address IbTransport::localAddress(const OutOfBand& oob) {
   Address a;
-  if (!device_) {
+  if (!unusable().empty()) {
     COIL_INFO(kNet, "ib: not usable on this rank: ", why_);
     return a;
   }
-  a.length = sizeof(PortAddress);
-  std::memcpy(a.bytes, &device_->address(), sizeof(PortAddress));
+  // Lower peers set up their queue pairs through this listener. Opened
+  // whether or not one will: a socket is cheap, an exchange per init is not.
+  SocketAddress bind = oob.localAddress();
+  bind.setPort(0);
+  listener_ = Socket::listen(bind);
+  const SocketAddress bound = listener_.localAddress();
+  IbAddress ib{};
+  ib.port = device_->address();
+  if (bound.length > sizeof ib.listener)
+    fail(coilInternalError, "ib: a listener address of ", bound.length, " bytes");
+  ib.listenerLength = bound.length;
+  std::memcpy(ib.listener, &bound.storage, bound.length);
+  a.length = sizeof ib;
+  std::memcpy(a.bytes, &ib, sizeof ib);
   return a;
 }
 
 bool IbTransport::canReach(const Endpoint& self, const Endpoint& peer) const {
-  if (self.address.length != sizeof(PortAddress) || peer.address.length != sizeof(PortAddress))
-    return false;
-  PortAddress a, b;
-  std::memcpy(&a, self.address.bytes, sizeof a);
-  std::memcpy(&b, peer.address.bytes, sizeof b);
-  return a.magic == kPortAddressMagic && b.magic == kPortAddressMagic &&
-         a.linkLayer == b.linkLayer;
+  const auto a = ibAddressOf(self.address), b = ibAddressOf(peer.address);
+  return a && b && a->port.linkLayer == b->port.linkLayer;
 }
 
 std::vector<std::unique_ptr<Connection>> IbTransport::connect(SetupContext& ctx,
@@ -143,28 +160,16 @@ std::vector<std::unique_ptr<Connection>> IbTransport::connect(SetupContext& ctx,
   }
   std::sort(lower.begin(), lower.end());
   std::sort(higher.begin(), higher.end());
-  if (!peerRanks.empty() && !device_) {
-    if (why_.empty()) device_ = IbDevice::open(&why_);
-    if (!device_) fail(coilInvalidUsage, "ib: rank ", ctx.rank, " has no usable device: ", why_);
+  // Nothing to exchange here: the addresses came with every transport's.
+  if (peerRanks.empty()) {
+    listener_.reset();
+    return {};
   }
-
-  // Listener records: every rank takes part so the exchange lines up.
-  Socket listener;
-  ListenerRecord mine{};
-  mine.magic = kRecordMagic;
-  if (!lower.empty()) {
-    SocketAddress bind = ctx.oob.localAddress();
-    bind.setPort(0);
-    listener = Socket::listen(bind);
-    const SocketAddress bound = listener.localAddress();
-    mine.hasListener = 1;
-    mine.address = bound.storage;
-    mine.addressLength = bound.length;
-  }
-  std::vector<ListenerRecord> records(static_cast<size_t>(ctx.nranks));
-  records[static_cast<size_t>(ctx.rank)] = mine;
-  ctx.oob.allGather(records.data(), sizeof(ListenerRecord));
-  if (peerRanks.empty()) return {};
+  if (!unusable().empty())
+    fail(coilInvalidUsage, "ib: rank ", ctx.rank, " has no usable device: ", why_);
+  if (ctx.addresses == nullptr || ctx.addresses->size() != static_cast<size_t>(ctx.nranks) ||
+      !listener_.valid())
+    fail(coilInternalError, "ib: connect() without the ranks' addresses (localAddress first)");
 
   waker_ = std::make_shared<ProxyWaker>();
   ibv_cq* cq = device_->completionQueue(
@@ -182,11 +187,10 @@ std::vector<std::unique_ptr<Connection>> IbTransport::connect(SetupContext& ctx,
   // accepting cannot deadlock (the highest rank only accepts).
   std::map<int, Socket> sockets;
   for (int peer : higher) {
-    const ListenerRecord& rec = records[static_cast<size_t>(peer)];
-    if (rec.magic != kRecordMagic || !rec.hasListener || rec.addressLength == 0 ||
-        rec.addressLength > sizeof rec.address)
-      fail(coilRemoteError, "ib: rank ", peer, " published no usable setup listener");
-    const SocketAddress addr = addressOf(rec);
+    const auto theirAddress = ibAddressOf((*ctx.addresses)[static_cast<size_t>(peer)]);
+    if (!theirAddress)
+      fail(coilRemoteError, "ib: rank ", peer, " published no usable ib address");
+    const SocketAddress addr = listenerOf(*theirAddress);
     try {
       Socket s = Socket::connect(addr, ctx.deadline, ctx.abortFlag, Socket::Refused::kFinal);
       auth::proveAsClient(s, ctx.oob.secret(), kAuthPurpose, ctx.deadline);
@@ -203,7 +207,7 @@ std::vector<std::unique_ptr<Connection>> IbTransport::connect(SetupContext& ctx,
     }
   }
   if (!lower.empty()) {
-    AuthenticatedAcceptor acceptor(listener, ctx.oob.secret(), kAuthPurpose,
+    AuthenticatedAcceptor acceptor(listener_, ctx.oob.secret(), kAuthPurpose,
                                    sizeof(QueuePairInfo),
                                    "ib setup listener of rank " + std::to_string(ctx.rank),
                                    kHandshakeMs);
@@ -236,7 +240,7 @@ std::vector<std::unique_ptr<Connection>> IbTransport::connect(SetupContext& ctx,
       --missing;
     }
   }
-  listener.reset();
+  listener_.reset();
 
   // Both ends at RTS before either writes: each says so, then waits to hear it.
   for (auto& [peer, s] : sockets) s.sendAll(&kReady, 1, ctx.deadline, ctx.abortFlag, "ib peer");
