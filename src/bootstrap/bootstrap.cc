@@ -27,6 +27,8 @@ namespace {
 constexpr int64_t kRootAnswerGraceMs = 1000;
 // Ring hello: the connecting rank's number (u32).
 constexpr size_t kRingHelloBytes = 4;
+// How long a ring neighbour may take to answer our handshake (see formRing).
+constexpr int64_t kRingHandshakeMs = 2000;
 
 bool isAborted(const std::atomic<bool>* flag) {
   return flag != nullptr && flag->load(std::memory_order_relaxed);
@@ -251,7 +253,21 @@ class RingBootstrap final : public Bootstrap {
       // Every rank listens before it joins the root: a refusal means death.
       next_ = Socket::connect(table[static_cast<size_t>(next)], deadline, abortFlag_,
                               Socket::Refused::kFinal);
-      auth::proveAsClient(next_, secret_, "ring", deadline, abortFlag_);
+      // A rank accepts its previous neighbour as soon as it has the table,
+      // which all ranks get at once, and answers in milliseconds; a port
+      // that accepts and stays silent for this long is not it (it died, and
+      // another process holds the port), and the survivors must learn of a
+      // death within seconds.
+      const Deadline handshake =
+          Deadline::after(std::min<int64_t>(deadline.remainingMs(), kRingHandshakeMs));
+      try {
+        auth::proveAsClient(next_, secret_, "ring", handshake, abortFlag_);
+      } catch (const Error& e) {
+        if (e.code() != coilTimeout || deadline.expired()) throw;
+        fail(coilRemoteError, nextName_, " accepted the ring connection but did not answer the "
+             "handshake within ", handshake.totalMs(), " ms: it died and another process holds "
+             "its port, or it is stuck");
+      }
       uint8_t hello[kRingHelloBytes];
       wire::putU32(hello, static_cast<uint32_t>(rank_));
       next_.sendAll(hello, sizeof hello, deadline, abortFlag_, nextName_.c_str());

@@ -378,3 +378,51 @@ TEST(Rendezvous, OperationsUseTheirDeadline) {
 
 }  // namespace
 }  // namespace coil
+
+namespace coil {
+namespace {
+
+// A rank died after it joined, and another process now listens on its port
+// without ever answering (ports are reused; under load it happens): its
+// ring neighbour connects there and must not wait for its whole deadline
+// for a handshake a real rank answers in milliseconds.
+TEST(Rendezvous, ARingNeighbourThatNeverAnswersTheHandshakeFailsSoon) {
+  test::EnvGuard env(test::bootstrapVars());
+  UniqueIdData id = startRoot(loopback(), 60000);
+  Socket squatter = Socket::listen(loopback());  // accepts into its backlog, never answers
+  std::thread fakeRank([&] {
+    // Rank 1 joins the root with the squatter's address as its ring listener.
+    Socket s = Socket::connect(id.root, Deadline::after(5000));
+    auth::proveAsClient(s, id.secret, "root", Deadline::after(5000));
+    wire::Hello hello;
+    hello.rank = 1;
+    hello.nranks = 2;
+    hello.listener = squatter.localAddress();
+    uint8_t bytes[wire::kHelloBytes];
+    wire::putHello(bytes, hello);
+    s.sendAll(bytes, sizeof bytes, Deadline::after(5000));
+    uint8_t answer[64];
+    try {
+      s.recvAll(answer, sizeof answer, Deadline::after(20000));
+    } catch (const Error&) {
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  coilResult_t code = coilSuccess;
+  std::string message;
+  try {
+    Bootstrap::create(id, 0, 2, Deadline::after(60000), nullptr);
+  } catch (const Error& e) {
+    code = e.code();
+    message = e.what();
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fakeRank.join();
+  EXPECT_EQ(code, coilRemoteError) << message;
+  EXPECT_NE(message.find("did not answer"), std::string::npos) << message;
+  EXPECT_LT(took, 5.0) << "waited for the 60 s deadline instead";
+}
+
+}  // namespace
+}  // namespace coil
