@@ -208,6 +208,12 @@ const char* coilGetErrorString(coilResult_t result);
 /// call when comm is NULL (or was never created). Never NULL.
 const char* coilGetLastError(coilComm_t comm);
 
+/// Reads COIL_DEBUG, COIL_DEBUG_SUBSYS and COIL_DEBUG_FILE again (NCCL's
+/// ncclResetDebugInit): later log lines follow their new values, and a log
+/// file opened until now is closed. coil otherwise reads them once, at its
+/// first log line.
+void coilResetDebugInit(void);
+
 /// Reduces `count` elements of `datatype` from every rank's sendbuff with
 /// `op`, and leaves the result in every rank's recvbuff. sendbuff ==
 /// recvbuff is in-place; partially overlapping buffers are rejected.

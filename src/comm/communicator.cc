@@ -143,7 +143,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.cacheBytes = lastLevelCacheBytes();
   model_ = tune::Model(topology);
   agreeOnModel(*bootstrap_, rank, nranks, algoSpec, model_);
-  COIL_INFO(kTune, "rank ", rank, ": cost model from ", rank == 0 ? model_.origin() : "rank 0");
+  // Once per communicator, so INIT's (TUNE's lines are per call).
+  COIL_INFO(kInit, "rank ", rank, ": cost model from ", rank == 0 ? model_.origin() : "rank 0");
   tune::Algo forced;
   if (!window_ && nranks > 1 && algoOverride_.forced(algo::CollKind::AllReduce, &forced) &&
       forced == tune::Algo::kSlice)

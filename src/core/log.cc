@@ -2,59 +2,30 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "core/fork_guard.h"
+#include "core/log_file.h"
+#include "core/log_settings.h"
 
 namespace coil::log {
 namespace {
 
-struct Settings {
-  Level level = Level::Warn;
-  unsigned mask = kAll;
+// The level and mask are read on every collective call (enabled()), so they
+// are atomics; -1 means the environment has not been read yet. The rest is
+// touched only while printing, under writeMutex().
+std::atomic<int> gLevel{-1};
+std::atomic<unsigned> gMask{kDefaultSubsystems};
+
+struct Output {
   char host[64] = {};
+  LogSink sink;
 };
-
-unsigned subsysBit(const std::string& name) {
-  static const struct { const char* name; unsigned bit; } kNames[] = {
-      {"INIT", kInit}, {"BOOT", kBoot}, {"NET", kNet},  {"SHM", kShm},
-      {"COLL", kColl}, {"TUNE", kTune}, {"ALL", kAll}};
-  for (const auto& n : kNames)
-    if (strcasecmp(n.name, name.c_str()) == 0) return n.bit;
-  return 0;
-}
-
-// Parsed once; the environment is read at the first log call.
-const Settings& settings() {
-  static const Settings s = [] {
-    Settings out;
-    if (const char* lvl = std::getenv("COIL_DEBUG")) {
-      if (!strcasecmp(lvl, "INFO")) out.level = Level::Info;
-      else if (!strcasecmp(lvl, "TRACE")) out.level = Level::Trace;
-      else if (!strcasecmp(lvl, "WARN")) out.level = Level::Warn;
-      else if (!strcasecmp(lvl, "ERROR") || !strcasecmp(lvl, "NONE")) out.level = Level::Error;
-    }
-    if (const char* sub = std::getenv("COIL_DEBUG_SUBSYS")) {
-      std::string list(sub);
-      bool exclude = !list.empty() && list[0] == '^';
-      if (exclude) list.erase(0, 1);
-      unsigned mask = 0;
-      size_t pos = 0;
-      while (pos <= list.size()) {
-        size_t comma = list.find(',', pos);
-        if (comma == std::string::npos) comma = list.size();
-        mask |= subsysBit(list.substr(pos, comma - pos));
-        pos = comma + 1;
-      }
-      out.mask = exclude ? ~mask : mask;
-    }
-    gethostname(out.host, sizeof(out.host) - 1);
-    return out;
-  }();
-  return s;
+Output& output() {
+  static Output* o = new Output;  // never destroyed: threads may log during exit
+  return *o;
 }
 
 thread_local int tRank = -1;
@@ -68,6 +39,24 @@ std::mutex& writeMutex() {
     return mutex;
   }();
   return *m;
+}
+
+// Caller holds writeMutex().
+void loadLocked() {
+  const Settings s = settingsFromEnv();
+  Output& o = output();
+  gethostname(o.host, sizeof(o.host) - 1);
+  o.sink.setPattern(s.filePattern);
+  gMask.store(s.mask, std::memory_order_relaxed);
+  gLevel.store(static_cast<int>(s.level), std::memory_order_release);
+}
+
+int currentLevel() {
+  const int level = gLevel.load(std::memory_order_acquire);
+  if (level >= 0) return level;
+  std::lock_guard<std::mutex> lock(writeMutex());
+  if (gLevel.load(std::memory_order_acquire) < 0) loadLocked();
+  return gLevel.load(std::memory_order_acquire);
 }
 
 const char* levelName(Level l) {
@@ -95,18 +84,26 @@ const char* subsysName(unsigned s) {
 }  // namespace
 
 bool enabled(Level level, unsigned subsys) {
-  const Settings& s = settings();
-  return level <= s.level && (subsys & s.mask) != 0;
+  return static_cast<int>(level) <= currentLevel() &&
+         (subsys & gMask.load(std::memory_order_relaxed)) != 0;
 }
 
 void write(Level level, unsigned subsys, const std::string& message) {
-  const Settings& s = settings();
+  currentLevel();  // the environment is read before the first line
   char rank[16];
   if (tRank >= 0) std::snprintf(rank, sizeof rank, "%d", tRank);
   else std::snprintf(rank, sizeof rank, "-");
   std::lock_guard<std::mutex> lock(writeMutex());
-  std::fprintf(stderr, "%s:%d:%s coil %s %s %s\n", s.host, (int)getpid(), rank, levelName(level),
+  Output& o = output();
+  std::FILE* out = o.sink.stream(o.host);
+  std::fprintf(out, "%s:%d:%s coil %s %s %s\n", o.host, (int)getpid(), rank, levelName(level),
                subsysName(subsys), message.c_str());
+  std::fflush(out);  // nothing buffered: a crash or fork loses or repeats no line
+}
+
+void reload() {
+  std::lock_guard<std::mutex> lock(writeMutex());
+  loadLocked();
 }
 
 void setThreadRank(int rank) { tRank = rank; }

@@ -1,10 +1,15 @@
 // One logging family for coil.
 //
 //   COIL_DEBUG=WARN|INFO|TRACE        (default: errors and warnings only)
-//   COIL_DEBUG_SUBSYS=INIT,BOOT,NET,SHM,COLL,TUNE,ALL   (default ALL; ^X excludes)
+//   COIL_DEBUG_SUBSYS=INIT,BOOT,NET,SHM,COLL,TUNE,ALL
+//       default: all but COLL and TUNE, whose lines come once per collective
+//       call (log_settings.h); ^X excludes
+//   COIL_DEBUG_FILE=/path/coil-%h-%p.log   (default stderr; log_file.h)
 //
-// Lines go to stderr, prefixed "host:pid:rank coil LEVEL SUBSYS". The rank is
-// the one the calling thread is working for (setLogRank), "-" if none.
+// Lines are prefixed "host:pid:rank coil LEVEL SUBSYS". The rank is the one
+// the calling thread is working for (setThreadRank), "-" if none. The
+// environment is read at the first log call and again by reload()
+// (coilResetDebugInit).
 #pragma once
 
 #include <sstream>
@@ -27,6 +32,9 @@ enum Subsys : unsigned {
 bool enabled(Level level, unsigned subsys);
 /// Prints one line (already formatted) with the standard prefix.
 void write(Level level, unsigned subsys, const std::string& message);
+/// Reads the COIL_DEBUG* variables again; later lines follow them (a log
+/// file open until now is closed).
+void reload();
 /// The rank shown in this thread's log lines (-1: none).
 void setThreadRank(int rank);
 

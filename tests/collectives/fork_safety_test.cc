@@ -5,8 +5,9 @@
 // threads (coilGetUniqueId starts the rendezvous root), so coil holds its
 // process-wide locks across fork (core/fork_guard.h).
 //
-// Run with COIL_DEBUG=INFO (see tests/meson.build): every failed call then
-// logs a line, so a busy thread holds the log lock most of the time.
+// Run with COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=ALL (see tests/meson.build):
+// every failed call then logs a line (COLL), so a busy thread holds the log
+// lock most of the time.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
