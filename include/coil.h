@@ -18,11 +18,24 @@
 extern "C" {
 #endif
 
-#define COIL_MAJOR 0
-#define COIL_MINOR 1
+/* The version is the NCCL API level coil implements, numbered as NCCL
+ * numbers its releases: 2.28.0 means "the host API of NCCL 2.28", so that
+ * version checks in ported code (`#if NCCL_VERSION_CODE >= NCCL_VERSION(2,19,0)`
+ * after s/NCCL/COIL/) take the branch written for the API coil has. It is
+ * not coil's package version (pkg-config's, the library's soname): that
+ * one counts coil's own releases. */
+#define COIL_MAJOR 2
+#define COIL_MINOR 28
 #define COIL_PATCH 0
-/// Version code as coilGetVersion reports it: major*10000 + minor*100 + patch.
-#define COIL_VERSION_CODE (COIL_MAJOR * 10000 + COIL_MINOR * 100 + COIL_PATCH)
+#define COIL_SUFFIX ""
+/// A version as a comparable integer, in NCCL's encoding: X*10000 + Y*100 + Z
+/// from 2.9 on, X*1000 + Y*100 + Z before (NCCL's older scheme), so that
+/// comparisons with any NCCL version a program names come out right.
+#define COIL_VERSION(X, Y, Z) \
+  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+/// This header's version: COIL_VERSION(COIL_MAJOR, COIL_MINOR, COIL_PATCH),
+/// 22800; coilGetVersion reports the library's, the same for a matching build.
+#define COIL_VERSION_CODE COIL_VERSION(COIL_MAJOR, COIL_MINOR, COIL_PATCH)
 
 /* In C++ coil's enums have int as their fixed underlying type, so any int
  * a C caller passes is a value of the type, and coil can reject a bad one
@@ -89,11 +102,15 @@ typedef enum COIL_ENUM_BASE {
   coilMax = 2,
   coilMin = 3,
   coilAvg = 4,
-  coilNumOps = 5
+  coilNumOps = 5,
+  /// The largest value an op can have (as NCCL's ncclMaxRedOp): it makes the
+  /// enum as wide as an int, for the ops coilRedOpCreatePreMulSum returns
+  /// (coilNumOps and up). Not an op itself: passing it is coilInvalidArgument.
+  coilMaxRedOp = 0x7fffffff
 } coilRedOp_t;
 
 #define COIL_CONFIG_MAGIC 0xC0117C0Fu
-#define COIL_CONFIG_VERSION 2
+#define COIL_CONFIG_VERSION 3
 /// Communicator options. Always start from COIL_CONFIG_INITIALIZER, so the
 /// struct can grow without breaking the ABI (size, magic and version are
 /// checked). A field left at its "undefined" value takes the default.
@@ -111,13 +128,30 @@ typedef struct {
   /// Unset (COIL_CONFIG_UNDEF_INT): the parent's setting, else
   /// COIL_SPLIT_SHARE=0|1, else 0. The ranks of one child must agree.
   int splitShare;
+  /* Since version 3: NCCL's names for the GPU kernels' shape. coil runs its
+   * algorithms on host threads and launches no kernels, so it checks them
+   * (CTA counts >= 1, minCTAs <= maxCTAs, a cluster size of 0..8 as on the
+   * GPU) and otherwise does not use them: ported code that sets them works. */
+  int cgaClusterSize;  ///< CTAs per cooperative group array; accepted, unused on the host
+  int minCTAs;         ///< fewest CTAs per collective; accepted, unused on the host
+  int maxCTAs;         ///< most CTAs per collective; accepted, unused on the host
+  /// The network to use, by name, as NCCL's netName picks a network plugin.
+  /// coil's transports: "shm", "tcp", "ib"; NCCL's names "Socket" (tcp) and
+  /// "IB" (ib) are accepted too, in any case. Set, it forces that transport
+  /// for every peer of this communicator, as COIL_TRANSPORT does for all
+  /// (and replaces it). NULL: COIL_TRANSPORT, else coil's choice per peer.
+  /// The ranks of one communicator must agree.
+  const char* netName;
 } coilConfig_t;
 
 #define COIL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define COIL_CONFIG_UNDEF_PTR NULL
 #define COIL_CONFIG_INITIALIZER                                                   \
   {                                                                              \
     sizeof(coilConfig_t), COIL_CONFIG_MAGIC, COIL_CONFIG_VERSION,                \
-        COIL_CONFIG_UNDEF_INT, 0, NULL, COIL_CONFIG_UNDEF_INT                    \
+        COIL_CONFIG_UNDEF_INT, 0, NULL, COIL_CONFIG_UNDEF_INT,                   \
+        COIL_CONFIG_UNDEF_INT, COIL_CONFIG_UNDEF_INT, COIL_CONFIG_UNDEF_INT,     \
+        COIL_CONFIG_UNDEF_PTR                                                    \
   }
 
 /// Stores the library version (COIL_VERSION_CODE) in *version.
@@ -135,10 +169,33 @@ coilResult_t coilGetUniqueId(coilUniqueId* uniqueId);
 coilResult_t coilCommInitRank(coilComm_t* comm, int nranks, coilUniqueId commId, int rank);
 
 /// As coilCommInitRank, with options. config may be NULL (defaults).
-/// With config->blocking == 0 it returns coilInProgress at once; poll
-/// coilCommGetAsyncError until it says coilSuccess before using the comm.
+/// With config->blocking == 0 it returns coilInProgress at once (the init
+/// goes on in the background); poll coilCommGetAsyncError until it stops
+/// saying coilInProgress, and use the comm once it says coilSuccess.
+///
+/// Inside coilGroupStart/coilGroupEnd (this one, coilCommInitRank and
+/// coilCommInitRankScalable) an init only validates its arguments and hands
+/// out the handle, returning coilSuccess; the inits of the group then run
+/// together at the outermost coilGroupEnd. So one thread can create every
+/// rank of a communicator:
+///     coilGroupStart();
+///     for (int r = 0; r < n; ++r) coilCommInitRank(&comms[r], n, id, r);
+///     coilGroupEnd();
+/// coilGroupEnd returns the first failed init's error (each handle's
+/// coilCommGetAsyncError reports its own; destroy the handles either way),
+/// or coilInProgress when the group holds non-blocking inits, which go on
+/// in the background as above.
 coilResult_t coilCommInitRankConfig(coilComm_t* comm, int nranks, coilUniqueId commId,
                                     int rank, coilConfig_t* config);
+
+/// As coilCommInitRankConfig, with NCCL's scalable-init signature: nId
+/// unique ids, the same array on every rank, each made by coilGetUniqueId
+/// (typically on different ranks, so that no one root serves every rank).
+/// coil's rendezvous root handles thousands of ranks, so every rank meets
+/// at commIds[0]; a process that hosts the root of another of the ids stops
+/// that root here, unused.
+coilResult_t coilCommInitRankScalable(coilComm_t* newcomm, int nranks, int myrank, int nId,
+                                      coilUniqueId* commIds, coilConfig_t* config);
 
 /// Creates `ndev` communicators in this process, one rank each, connected
 /// to each other (one thread per rank does the joining). devlist may be
@@ -236,6 +293,10 @@ coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            coilDataType_t datatype, int root, coilComm_t comm,
                            coilStream_t stream);
 
+/// In-place broadcast (NCCL's older form): coilBroadcast(buff, buff, ...).
+coilResult_t coilBcast(void* buff, size_t count, coilDataType_t datatype, int root,
+                       coilComm_t comm, coilStream_t stream);
+
 /// Reduces every rank's sendbuff with `op` into the root's recvbuff
 /// (recvbuff is only written, and only needed, on the root).
 coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -289,6 +350,25 @@ coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream);
 coilResult_t coilGroupStart(void);
 coilResult_t coilGroupEnd(void);
 
+#define COIL_SIM_INFO_MAGIC 0xC0115133u
+/// What coilGroupSimulateEnd reports. Start from COIL_SIM_INFO_INITIALIZER.
+typedef struct {
+  size_t size;          ///< sizeof(coilSimInfo_t); set by the initializer
+  unsigned int magic;   ///< COIL_SIM_INFO_MAGIC
+  unsigned int version; ///< COIL_VERSION_CODE
+  float estimatedTime;  ///< µs the group's operations are predicted to take
+} coilSimInfo_t;
+#define COIL_SIM_INFO_INITIALIZER \
+  { sizeof(coilSimInfo_t), COIL_SIM_INFO_MAGIC, COIL_VERSION_CODE, 0.0f }
+
+/// Ends the group as coilGroupEnd would, except that its operations are not
+/// run: they are dropped, and simInfo->estimatedTime receives the time coil's
+/// cost model predicts for them (the same model that picks the algorithms;
+/// docs/performance.md), with the communicators of the group running side
+/// by side. Inits made in the group do run, as at coilGroupEnd. Local: no
+/// other rank takes part.
+coilResult_t coilGroupSimulateEnd(coilSimInfo_t* simInfo);
+
 /// Where coilRedOpCreatePreMulSum's scalar lives.
 typedef enum COIL_ENUM_BASE {
   coilScalarDevice = 0,        ///< scalar points to memory read at call time
@@ -322,6 +402,25 @@ coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm);
 ///    stay open until the last communicator using them is destroyed.
 coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
                            coilConfig_t* config);
+
+/// coilCommShrink's flags.
+#define COIL_SHRINK_DEFAULT 0x00  ///< the parent is healthy and idle
+#define COIL_SHRINK_ABORT 0x01    ///< first end whatever the parent is running
+/// Creates a communicator of the parent's ranks less the
+/// excludeRanksCount ranks listed in excludeRanksList (parent ranks, in any
+/// order). Collective over the ranks that remain, and only them: a listed
+/// rank does not call it. New ranks keep the parent's order. config may be
+/// NULL (the parent's timeout, name and splitShare-free connections).
+///
+/// COIL_SHRINK_DEFAULT: the parent must be usable and no operation may be in
+/// flight on it; the remaining ranks meet over the parent's connections.
+/// COIL_SHRINK_ABORT: for a parent that failed (a rank died, a peer broke
+/// it): coil first revokes the parent (coilCommRevoke: a call blocked on it
+/// returns), then the remaining ranks meet through a fresh rendezvous hosted
+/// by the lowest remaining rank, whose address all of them derive from the
+/// parent's bootstrap. In both modes the parent stays valid until destroyed.
+coilResult_t coilCommShrink(coilComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            coilComm_t* newcomm, coilConfig_t* config, int shrinkFlags);
 
 #ifdef __cplusplus
 }

@@ -85,10 +85,11 @@ extern "C" coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size
   });
 }
 
-extern "C" coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                                      coilDataType_t datatype, int root, coilComm_t comm,
-                                      coilStream_t stream) {
-  return guarded("coilBroadcast", comm, [&] {
+// coilBroadcast and coilBcast, under the name the caller used.
+static coilResult_t broadcastAs(const char* function, const void* sendbuff, void* recvbuff,
+                                size_t count, coilDataType_t datatype, int root, coilComm_t comm,
+                                coilStream_t stream) {
+  return guarded(function, comm, [&] {
     api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
     api::checkType(datatype);
@@ -98,6 +99,17 @@ extern "C" coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size
                       recvbuff, bytes, stream);
     api::issue(comm, c, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root});
   });
+}
+
+extern "C" coilResult_t coilBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                      coilDataType_t datatype, int root, coilComm_t comm,
+                                      coilStream_t stream) {
+  return broadcastAs("coilBroadcast", sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+extern "C" coilResult_t coilBcast(void* buff, size_t count, coilDataType_t datatype, int root,
+                                  coilComm_t comm, coilStream_t stream) {
+  return broadcastAs("coilBcast", buff, buff, count, datatype, root, comm, stream);
 }
 
 extern "C" coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t count,

@@ -4,9 +4,13 @@
 #include <thread>
 #include <vector>
 
+#include "api/comm_create.h"
+#include "api/config.h"
+#include "api/group.h"
 #include "api/guard.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/launcher_env.h"
+#include "bootstrap/store_rendezvous.h"
 #include "core/env.h"
 #include "core/log.h"
 
@@ -16,44 +20,6 @@ namespace coil::api {
 namespace {
 
 thread_local std::string tLastError;
-
-CommOptions optionsFrom(const coilConfig_t* config) {
-  CommOptions opts;
-  int64_t configured = 0;
-  if (config) {
-    if (config->size < sizeof(size_t) + 2 * sizeof(unsigned) || config->magic != COIL_CONFIG_MAGIC)
-      fail(coilInvalidArgument,
-           "config was not initialised with COIL_CONFIG_INITIALIZER (bad size or magic)");
-    if (config->version > COIL_CONFIG_VERSION)
-      fail(coilInvalidArgument, "config version ", config->version, " is newer than this coil (",
-           COIL_CONFIG_VERSION, ")");
-    configured = config->timeoutMs;
-    if (config->commName) opts.name = config->commName;
-    // Fields a version-1 caller's smaller struct does not have are not read.
-    const bool hasSplitShare = config->version >= 2 &&
-                               config->size >= offsetof(coilConfig_t, splitShare) + sizeof(int);
-    if (hasSplitShare && config->splitShare != COIL_CONFIG_UNDEF_INT) {
-      if (config->splitShare != 0 && config->splitShare != 1)
-        fail(coilInvalidArgument, "config->splitShare must be 0 or 1 (got ", config->splitShare,
-             ")");
-      opts.splitShare = config->splitShare;
-    }
-  }
-  opts.timeoutMs = resolveTimeoutMs(configured);
-  return opts;
-}
-
-// splitShare of a split: the split's config, else the parent's (its init
-// config or the split that made it), else COIL_SPLIT_SHARE, else off.
-bool resolveSplitShare(const CommOptions& child, const CommOptions& parent) {
-  if (child.splitShare >= 0) return child.splitShare == 1;
-  if (parent.splitShare >= 0) return parent.splitShare == 1;
-  return env::getInt("COIL_SPLIT_SHARE", 0, 1).value_or(0) == 1;
-}
-
-bool isBlocking(const coilConfig_t* config) {
-  return config == nullptr || config->blocking == COIL_CONFIG_UNDEF_INT || config->blocking != 0;
-}
 
 void checkRank(int nranks, int rank) {
   if (nranks < 1) fail(coilInvalidArgument, "nranks must be >= 1 (got ", nranks, ")");
@@ -70,26 +36,32 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) 
   h->initState.store(rc);
 }
 
-// Creates the handle and runs (or starts, when non-blocking) the init.
-// `share`: the parent's links, for a child of a split with splitShare=1.
+}  // namespace
+
 coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
-                       bool blocking, SharedLinks share = {}) {
+                       InitMode mode, SharedLinks share) {
     auto h = std::make_unique<coilComm>();
     h->rank = rank;
     h->nranks = nranks;
     registerHandle(h.get());  // live from the start: init records its errors on it
-    if (blocking) {
-      runInit(h.get(), id, opts, std::move(share));
+    coilComm* raw = h.get();
+    if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
+      // Runs at the outermost coilGroupEnd (group.h). The handle is handed
+      // out now, failed or not, and the caller destroys it either way.
+      auto links = std::make_shared<SharedLinks>(std::move(share));
+      enqueueInit({raw, mode == InitMode::kDeferredBlocking,
+                   [raw, id, opts, links] { runInit(raw, id, opts, std::move(*links)); }});
+    } else if (mode == InitMode::kBlocking) {
+      runInit(raw, id, opts, std::move(share));
       if (h->initState.load() != coilSuccess) {
         const coilResult_t state = h->initState.load();
         const std::string msg = h->lastError;  // "coilCommInitRank: <why>"
         const size_t colon = msg.find(": ");
-        retire(h.get());
+        retire(raw);
         bury(h.release());  // never handed out; its shell goes to quarantine
         fail(state, colon == std::string::npos ? msg : msg.substr(colon + 2));
       }
     } else {
-      coilComm* raw = h.get();
       h->initThread = std::thread([raw, id, opts, share = std::move(share)]() mutable {
         runInit(raw, id, opts, std::move(share));
       });
@@ -97,18 +69,26 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
     return h.release();
 }
 
+InitMode initModeFor(bool blocking, bool deferrable) {
+  if (deferrable && inGroup())
+    return blocking ? InitMode::kDeferredBlocking : InitMode::kDeferredNonBlocking;
+  return blocking ? InitMode::kBlocking : InitMode::kNonBlocking;
+}
+
 coilResult_t initRank(coilComm_t* out, int nranks, const coilUniqueId& commId, int rank,
-                      const coilConfig_t* config) {
-  return guarded("coilCommInitRank", nullptr, [&] {
+                      const coilConfig_t* config, const char* function) {
+  InitMode mode = InitMode::kBlocking;
+  const coilResult_t rc = guarded(function, nullptr, [&] {
     if (out == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
     *out = nullptr;
     checkRank(nranks, rank);
     const CommOptions opts = optionsFrom(config);  // validate before anything starts
-    *out = createHandle(decodeUniqueId(commId), nranks, rank, opts, isBlocking(config));
+    mode = initModeFor(isBlocking(config), true);
+    *out = createHandle(decodeUniqueId(commId), nranks, rank, opts, mode);
   });
+  // As NCCL: a non-blocking init says it is still under way.
+  return rc == coilSuccess && mode == InitMode::kNonBlocking ? coilInProgress : rc;
 }
-
-}  // namespace
 
 void recordError(coilComm* comm, const std::string& message) {
   tLastError = message;
@@ -154,12 +134,26 @@ coilResult_t coilGetUniqueId(coilUniqueId* uniqueId) {
 }
 
 coilResult_t coilCommInitRank(coilComm_t* comm, int nranks, coilUniqueId commId, int rank) {
-  return api::initRank(comm, nranks, commId, rank, nullptr);
+  return api::initRank(comm, nranks, commId, rank, nullptr, "coilCommInitRank");
 }
 
 coilResult_t coilCommInitRankConfig(coilComm_t* comm, int nranks, coilUniqueId commId, int rank,
                                     coilConfig_t* config) {
-  return api::initRank(comm, nranks, commId, rank, config);
+  return api::initRank(comm, nranks, commId, rank, config, "coilCommInitRankConfig");
+}
+
+coilResult_t coilCommInitRankScalable(coilComm_t* newcomm, int nranks, int myrank, int nId,
+                                      coilUniqueId* commIds, coilConfig_t* config) {
+  coilResult_t rc = guarded("coilCommInitRankScalable", nullptr, [&] {
+    if (nId < 1) fail(coilInvalidArgument, "nId must be >= 1 (got ", nId, ")");
+    if (commIds == nullptr) fail(coilInvalidArgument, "commIds is NULL");
+    for (int i = 0; i < nId; ++i) decodeUniqueId(commIds[i]);  // garbage fails here, named
+    // Every rank meets at the first id; roots of the others that this
+    // process hosts stop now instead of waiting out their deadline.
+    for (int i = 1; i < nId; ++i) withdrawRoot(decodeUniqueId(commIds[i]));
+  });
+  if (rc != coilSuccess) return rc;
+  return api::initRank(newcomm, nranks, commIds[0], myrank, config, "coilCommInitRankScalable");
 }
 
 coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
@@ -197,15 +191,18 @@ coilResult_t coilCommInitFromEnv(coilComm_t* comm) {
   coilResult_t rc = guarded("coilCommInitFromEnv", nullptr, [&] {
     if (comm == nullptr) fail(coilInvalidArgument, "comm pointer is NULL");
     info = readLauncherEnv();
+    if (info.store) info.id = uniqueIdThroughStore(*info.store, info.rank);
   });
   if (rc != coilSuccess) return rc;
   COIL_INFO(kInit, "launched by ", info.launcher, ": rank ", info.rank, " of ", info.nranks);
-  return api::initRank(comm, info.nranks, encodeUniqueId(info.id), info.rank, nullptr);
+  return api::initRank(comm, info.nranks, encodeUniqueId(info.id), info.rank, nullptr,
+                       "coilCommInitFromEnv");
 }
 
 coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newcomm,
                            coilConfig_t* config) {
-  return guarded("coilCommSplit", comm, [&] {
+  api::InitMode mode = api::InitMode::kBlocking;
+  const coilResult_t rc = guarded("coilCommSplit", comm, [&] {
     api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
     if (newcomm == nullptr) fail(coilInvalidArgument, "newcomm is NULL");
@@ -221,9 +218,15 @@ coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newc
     // the parent. With it, the child borrows the parent's (coil.h states
     // the rules); the lease is taken here, so that from now on the parent
     // claims its links, even while a non-blocking child init runs.
-    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, opts, api::isBlocking(config),
+    if (opts.transport.empty()) opts.transport = c.options().transport;  // the parent's netName
+    mode = api::initModeFor(api::isBlocking(config), false);
+    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, opts, mode,
                                  share ? c.sharedLinksFor(plan) : SharedLinks{});
   });
+  // A non-blocking child is still joining; no color made no child.
+  return rc == coilSuccess && mode == api::InitMode::kNonBlocking && *newcomm != nullptr
+             ? coilInProgress
+             : rc;
 }
 
 coilResult_t coilCommFinalize(coilComm_t comm) {

@@ -62,6 +62,8 @@ UniqueIdData makeUniqueId();
 /// A unique id whose root listens on 127.0.0.1: for ranks that all live in
 /// this process (coilCommInitAll), which never need another interface.
 UniqueIdData makeLocalUniqueId();
+/// How long a root waits for its ranks: COIL_TIMEOUT_MS, default 30 min.
+int64_t rootTimeoutMsFromEnv();
 
 /// Root of a rendezvous: a background thread that accepts nranks
 /// authenticated ranks, checks they agree (nranks, distinct ranks), answers
@@ -76,6 +78,10 @@ UniqueIdData startRoot(const SocketAddress& bindAddress, int64_t timeoutMs);
 /// As startRoot, for an id that already exists (rootHostedByRank0): listens
 /// on exactly `id.root` and authenticates with `id.secret`.
 void startRootAt(const UniqueIdData& id, int64_t timeoutMs);
+/// Stops the root of `id` if this process hosts it and no rank has joined
+/// it yet (an id coilCommInitRankScalable was given but does not use), so
+/// it does not wait out its deadline and warn. Otherwise does nothing.
+void withdrawRoot(const UniqueIdData& id);
 
 class Bootstrap : public transport::OutOfBand {
  public:

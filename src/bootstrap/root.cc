@@ -13,6 +13,9 @@
 //     arriving the same answer rather than a bare connection refusal;
 //   - the deadline                    -> coilTimeout naming the missing ranks.
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -34,6 +37,36 @@ namespace {
 constexpr int64_t kLingerAfterErrorMs = 3000;
 // Longest the root waits for one rank to take its answer.
 constexpr int64_t kReplySendMs = 10000;
+
+// The roots this process hosts, by nonce, each with the flag withdrawRoot
+// sets: coilCommInitRankScalable stops the roots of the ids it does not use.
+class LocalRoots {
+ public:
+  std::shared_ptr<std::atomic<bool>> add(uint64_t nonce) {
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard<std::mutex> lock(mutex_);
+    roots_[nonce] = flag;
+    return flag;
+  }
+  void remove(uint64_t nonce) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    roots_.erase(nonce);
+  }
+  void withdraw(uint64_t nonce) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = roots_.find(nonce);
+    if (it != roots_.end()) it->second->store(true);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> roots_;
+};
+
+LocalRoots& localRoots() {
+  static LocalRoots* roots = new LocalRoots;  // never destroyed: detached roots outlive main
+  return *roots;
+}
 
 struct JoinedRank {
   Socket socket;
@@ -72,7 +105,8 @@ class RendezvousRoot {
       : listener_(std::move(listener)),
         id_(id),
         address_(id.root.toString()),
-        deadline_(Deadline::after(timeoutMs)) {}
+        deadline_(Deadline::after(timeoutMs)),
+        withdrawn_(localRoots().add(id.nonce)) {}
 
   void run() noexcept {
     try {
@@ -80,6 +114,7 @@ class RendezvousRoot {
     } catch (const std::exception& e) {
       COIL_WARN(kBoot, "rendezvous root at ", address_, " failed: ", e.what());
     }
+    localRoots().remove(id_.nonce);
   }
 
  private:
@@ -90,8 +125,14 @@ class RendezvousRoot {
     AuthenticatedAcceptor acceptor(listener_, id_.secret, "root", wire::kHelloBytes,
                                    "rendezvous root " + address_);
     int nranks = -1;  // set by the first rank to join
+    // Withdrawn before anyone joined: no rank will come, and none waits.
+    const auto withdrawn = [this] { return joined_.empty() && withdrawn_->load(); };
     while (nranks < 0 || static_cast<int>(joined_.size()) < nranks) {
-      std::optional<AuthenticatedAcceptor::Accepted> a = acceptor.next(deadline_);
+      std::optional<AuthenticatedAcceptor::Accepted> a = acceptor.next(deadline_, withdrawn);
+      if (!a && withdrawn()) {
+        COIL_INFO(kBoot, "rendezvous root ", address_, " withdrawn: its ranks meet at another id");
+        return;
+      }
       if (!a) {
         answerTimeout(nranks);
         return;
@@ -211,6 +252,7 @@ class RendezvousRoot {
   Deadline deadline_;
   std::vector<JoinedRank> joined_;
   int maxClaimedRanks_ = 0;
+  std::shared_ptr<std::atomic<bool>> withdrawn_;
 };
 
 Socket listenForRoot(const SocketAddress& address) {
@@ -247,5 +289,7 @@ UniqueIdData startRoot(const SocketAddress& bindAddress, int64_t timeoutMs) {
 void startRootAt(const UniqueIdData& id, int64_t timeoutMs) {
   launch(listenForRoot(id.root), id, timeoutMs);
 }
+
+void withdrawRoot(const UniqueIdData& id) { localRoots().withdraw(id.nonce); }
 
 }  // namespace coil

@@ -19,6 +19,7 @@
 #include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
 #include "comm/mismatch_probe.h"
+#include "comm/model_bytes.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
@@ -35,19 +36,6 @@ bool hasRoot(CollKind k) {
 
 bool hasOp(CollKind k) {
   return k == CollKind::AllReduce || k == CollKind::Reduce || k == CollKind::ReduceScatter;
-}
-
-// Bytes the cost model sees: the per-rank buffer, or all blocks together.
-size_t modelBytes(const CollectiveCall& c, int n) {
-  size_t b = c.count * reduce::typeSize(c.type);
-  switch (c.kind) {
-    case CollKind::AllGather:
-    case CollKind::ReduceScatter:
-    case CollKind::AllToAll:
-    case CollKind::Gather:
-    case CollKind::Scatter: return b * static_cast<size_t>(n);
-    default: return b;
-  }
 }
 
 // The deadline of a call: `timeoutMs` from now. steady_clock costs ~25 ns

@@ -42,7 +42,7 @@ namespace {
 struct RankRecord {
   transport::PeerInfo peer;
   uint32_t version;
-  char forcedTransport[16];  // COIL_TRANSPORT, or empty
+  char forcedTransport[16];  // netName or COIL_TRANSPORT, or empty
 };
 
 struct SliceRecord {
@@ -166,13 +166,18 @@ Communicator::~Communicator() {
 }
 
 void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
-  const std::string forced = env::get("COIL_TRANSPORT").value_or("");
+  // The config's netName (already a transport's name) wins over the
+  // environment; errors name whichever forced it.
+  const bool byConfig = !options_.transport.empty();
+  const std::string forced =
+      byConfig ? options_.transport : env::get("COIL_TRANSPORT").value_or("");
+  const std::string forcedBy = byConfig ? "config->netName" : "COIL_TRANSPORT";
   const auto available = transport::registeredTransports();
   if (!forced.empty() && std::find(available.begin(), available.end(), forced) == available.end()) {
     std::string list;
     for (const auto& n : available) list += (list.empty() ? "" : ", ") + n;
-    fail(coilInvalidUsage, "COIL_TRANSPORT=", forced, " is not a transport of this build (",
-         list, ")");
+    fail(coilInvalidUsage, forcedBy, "=", forced, " is not a transport of this build (", list,
+         ")");
   }
 
   std::vector<RankRecord> records(static_cast<size_t>(nranks_));
@@ -190,7 +195,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
       fail(coilInvalidUsage, "rank ", r, " runs coil version ", rec.version, ", this rank ",
            COIL_VERSION_CODE);
     if (std::strncmp(rec.forcedTransport, me.forcedTransport, sizeof me.forcedTransport) != 0)
-      fail(coilInvalidUsage, "COIL_TRANSPORT differs between ranks: rank ", r, " has '",
+      fail(coilInvalidUsage, forcedBy, " differs between ranks: rank ", r, " has '",
            // A peer's bytes: bounded, and shown printable.
            printableText(rec.forcedTransport,
                          strnlen(rec.forcedTransport, sizeof rec.forcedTransport), 32),
@@ -238,7 +243,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
       const size_t t = static_cast<size_t>(
           std::find(available.begin(), available.end(), forced) - available.begin());
       const std::string why = transports[t]->unusable();
-      fail(coilInvalidUsage, "COIL_TRANSPORT=", forced, " cannot reach rank ", p, " from rank ",
+      fail(coilInvalidUsage, forcedBy, "=", forced, " cannot reach rank ", p, " from rank ",
            rank_, ": ",
            !why.empty() ? why
                         : "rank " + std::to_string(p) + " cannot use it, or it cannot connect "

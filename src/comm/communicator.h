@@ -72,7 +72,11 @@ struct CommOptions {
   int64_t timeoutMs = 30 * 60 * 1000;  // every wait's deadline
   std::string name;                    // label for logs
   int splitShare = -1;                 // coilConfig_t.splitShare; -1: not set
+  std::string transport;               // coilConfig_t.netName as a transport; empty: not set
 };
+
+/// The parent ranks that remain after excluding `excluded`, in order.
+std::vector<int> shrinkMembers(int nranks, const std::vector<int>& excluded);
 
 /// The timeout a communicator uses: config value if > 0, else
 /// COIL_TIMEOUT_MS, else 30 minutes (torch's default).
@@ -109,11 +113,21 @@ class Communicator {
   void deregisterBuffer(void* handle);
   /// Collective: returns once every rank has called it.
   void barrier();
+  /// coilGroupSimulateEnd: the cost model's time in µs for `call` with the
+  /// algorithm it would choose (COIL_ALGO respected), or for a batch of
+  /// point-to-point operations run together. Local; runs nothing.
+  double estimateUs(const CollectiveCall& call) const;
+  double estimateUs(const std::vector<P2pCall>& calls) const;
   /// Collective over this communicator: decides the child communicator of
   /// this rank (the leader of each color hosts the child's rendezvous).
   /// `share`: this rank's splitShare; the ranks of one color must agree
   /// (coilInvalidUsage otherwise, without breaking this communicator).
   SplitPlan planSplit(int color, int key, bool share);
+  /// coilCommShrink with a healthy parent (shrink.cc): collective over the
+  /// ranks not in `excluded` (valid, distinct parent ranks, not this one);
+  /// the lowest remaining rank hosts the child's rendezvous and sends its
+  /// id to the others over this communicator's connections.
+  SplitPlan planShrink(const std::vector<int>& excluded);
   /// The links a child of `plan` borrows (splitShare=1); from now on this
   /// communicator's operations claim their links (link_set.h).
   SharedLinks sharedLinksFor(const SplitPlan& plan) const;

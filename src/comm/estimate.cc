@@ -1,0 +1,29 @@
+// What coilGroupSimulateEnd reports: the cost model's prediction for the
+// calls of a group, without running them (tune/tuner.h has the model).
+#include <algorithm>
+
+#include "comm/communicator.h"
+#include "comm/model_bytes.h"
+#include "reduce/reduce.h"
+
+namespace coil {
+
+double Communicator::estimateUs(const CollectiveCall& call) const {
+  if (call.count == 0) return 0;
+  const size_t bytes = modelBytes(call, nranks_);
+  const tune::Choice choice = tune::choose(model_, call.kind, bytes, algoOverride_, nullptr);
+  return model_.predictUs(call.kind, choice.algorithm, bytes);
+}
+
+// Point-to-point operations of one batch progress together: the batch takes
+// one hand-off plus the time to move the larger of what this rank sends and
+// what it receives over the slowest link.
+double Communicator::estimateUs(const std::vector<P2pCall>& calls) const {
+  size_t sent = 0, received = 0;
+  for (const P2pCall& c : calls) (c.isSend ? sent : received) += c.count * reduce::typeSize(c.type);
+  if (sent == 0 && received == 0) return 0;
+  const tune::Cost& link = model_.topology().fifo;
+  return link.alphaUs + static_cast<double>(std::max(sent, received)) * link.betaUsPerB;
+}
+
+}  // namespace coil
