@@ -63,7 +63,7 @@ void printUsage(const char* program) {
       "  -n N      timed iterations (default 20)\n"
       "  -w N      warmup iterations (default 5)\n"
       "  -c 0|1    check results (default 1)\n"
-      "  -N N      ranks to fork (default 2)\n"
+      "  -P N      processes (ranks) to fork (default 2; coil_perf's -P)\n"
       "  --algo ring|allreduce_ring   gloo::allreduce RING (default) or gloo::AllreduceRing\n"
       "  --json FILE                  also write the rows as JSON\n",
       program);
@@ -89,7 +89,7 @@ GlooOptions parseArgs(int argc, char** argv) {
     else if (flag == "-n") o.iters = static_cast<int>(parseInteger(v, "-n", 1, 1000000000));
     else if (flag == "-w") o.warmup = static_cast<int>(parseInteger(v, "-w", 0, 1000000000));
     else if (flag == "-c") o.check = parseInteger(v, "-c", 0, 1) == 1;
-    else if (flag == "-N") o.nranks = static_cast<int>(parseInteger(v, "-N", 1, 256));
+    else if (flag == "-P") o.nranks = static_cast<int>(parseInteger(v, "-P", 1, 256));
     else if (flag == "--json") o.jsonPath = v;
     else if (flag == "--algo") {
       if (v != "ring" && v != "allreduce_ring") throw UsageError("--algo: '" + v + "' is not ring or allreduce_ring");

@@ -153,7 +153,9 @@ struct Bench {
     for (double& t : us) {
       // Fresh inputs each time: in-place sums grow by n per call.
       fillCollectiveInput(call, layout, rank, nranks);
-      t = 1e6 * timeCoil(call, comm, rank, nranks, opts.warmup, opts.iters);
+      // The slowest rank's time, whatever -a says: the model predicts when
+      // the collective is done everywhere.
+      t = 1e6 * timeCoil(call, comm, rank, nranks, Timing{opts.warmup, opts.iters});
     }
     std::sort(us, us + kRepetitions);
     return Timed{{static_cast<double>(layout.bytes), us[0]}, us[kRepetitions / 2]};
@@ -337,7 +339,7 @@ void predict(Bench& b, coilComm_t comm, const std::string& transport, size_t chu
 void runModelTools(const Options& opts, const Participant& self,
                    const std::vector<std::string>& rankHosts, bool printer) {
   const int n = self.nranks();
-  if (n < 2) throw UsageError("--calibrate and --predict need at least 2 ranks (-N 2)");
+  if (n < 2) throw UsageError("--calibrate and --predict need at least 2 ranks (-P 2)");
   coilComm_t comm = self.comm();
   const std::string transport = transportInUse(opts, rankHosts);
   const size_t chunk = estimatedChunkBytes(transport);

@@ -75,14 +75,50 @@ void runCoil(const CollCall& c, coilComm_t comm, int rank, int nranks) {
   }
 }
 
-double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, int warmup,
-                int iters) {
-  for (int i = 0; i < warmup; ++i) runCoil(call, comm, rank, nranks);
+double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, const Timing& t) {
+  for (int i = 0; i < t.warmup; ++i) runCoil(call, comm, rank, nranks);
   maxOverRanks(comm, 0.0);  // a barrier: start the clocks together
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) runCoil(call, comm, rank, nranks);
+  for (int i = 0; i < t.iters; ++i) {
+    if (t.aggIters > 1) coilCheck(coilGroupStart(), "coilGroupStart", nullptr);
+    try {
+      for (int a = 0; a < t.aggIters; ++a) runCoil(call, comm, rank, nranks);
+    } catch (...) {
+      if (t.aggIters > 1) coilGroupEnd();  // close the group; the first error wins
+      throw;
+    }
+    if (t.aggIters > 1) coilCheck(coilGroupEnd(), "coilGroupEnd", comm);
+    // Calls return complete on the host, so -z only adds nccl-tests'
+    // barrier; it cannot go inside a group, hence once per iteration.
+    if (t.blocking == 1 || t.blocking == 3) {
+      coilCheck(coilBarrier(comm, nullptr), "coilBarrier", comm);
+    }
+  }
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return maxOverRanks(comm, elapsed.count() / iters);
+  return combineOverRanks(comm, elapsed.count() / (static_cast<double>(t.iters) * t.aggIters),
+                          t.average, rank, nranks);
+}
+
+double combineOverRanks(coilComm_t comm, double value, Average how, int rank, int nranks) {
+  double result = 0;
+  switch (how) {
+    case Average::Rank0: {
+      const double mine = rank == 0 ? value : 0.0;
+      coilCheck(coilAllReduce(&mine, &result, 1, coilFloat64, coilSum, comm, nullptr),
+                "coilAllReduce(rank 0's timing)", comm);
+      return result;
+    }
+    case Average::Mean:
+      coilCheck(coilAllReduce(&value, &result, 1, coilFloat64, coilSum, comm, nullptr),
+                "coilAllReduce(mean of timings)", comm);
+      return result / nranks;
+    case Average::Min:
+      coilCheck(coilAllReduce(&value, &result, 1, coilFloat64, coilMin, comm, nullptr),
+                "coilAllReduce(min of timings)", comm);
+      return result;
+    case Average::Max: return maxOverRanks(comm, value);
+  }
+  return value;
 }
 
 double maxOverRanks(coilComm_t comm, double value) {

@@ -11,6 +11,7 @@
 
 #include "coil.h"
 #include "collectives.h"
+#include "options.h"
 
 namespace coil_perf {
 
@@ -38,11 +39,24 @@ void coilCheck(coilResult_t result, const char* call, coilComm_t comm);
 /// receive from rank-1. Throws CoilFailure naming the call.
 void runCoil(const CollCall& call, coilComm_t comm, int rank, int nranks);
 
-/// Runs `call` `warmup` times untimed, meets the other ranks, runs it
-/// `iters` times, and returns the maximum over ranks of the mean seconds
-/// per call (every rank must call it with the same shape).
-double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, int warmup,
-                int iters);
+/// How timeCoil times a call: nccl-tests' -w, -n, -m, -z and -a.
+struct Timing {
+  int warmup = 5;
+  int iters = 20;
+  int aggIters = 1;   ///< calls per timed iteration, in one group
+  int blocking = 0;   ///< 1 or 3: a barrier after each timed iteration
+  Average average = Average::Max;
+};
+
+/// Runs `call` `t.warmup` times untimed, meets the other ranks, runs
+/// `t.iters` iterations of `t.aggIters` calls each, and returns the mean
+/// seconds per call, combined over ranks as `t.average` says (every rank
+/// must call it with the same shape).
+double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, const Timing& t);
+
+/// One value for all ranks: rank 0's, the mean, the min or the max of
+/// every rank's `value` (coilAllReduce of one double).
+double combineOverRanks(coilComm_t comm, double value, Average how, int rank, int nranks);
 
 /// The maximum of `value` over all ranks (coilAllReduce, coilMax, double).
 double maxOverRanks(coilComm_t comm, double value);

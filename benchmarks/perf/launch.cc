@@ -43,7 +43,8 @@ const char* launcherName(Launcher launcher) {
   return "?";
 }
 
-Participant::Participant(const Options& opts, int* argc, char*** argv) : env_(detectLauncher()) {
+ProcessLaunch::ProcessLaunch(const Options& opts, int* argc, char*** argv)
+    : env_(detectLauncher()), threads_(opts.threads) {
   if (opts.baselineMpi && !mpiBuiltIn()) {
     throw UsageError("--baseline mpi: coil_perf was built without MPI");
   }
@@ -51,69 +52,87 @@ Participant::Participant(const Options& opts, int* argc, char*** argv) : env_(de
     throw UsageError("--baseline mpi: start coil_perf with mpirun, e.g. "
                      "mpirun -np 4 coil_perf --baseline mpi");
   }
-  if (env_.launcher != Launcher::None && opts.nranks != 0 && opts.nranks != env_.worldSize) {
-    throw UsageError(std::string("-N ") + std::to_string(opts.nranks) + ": the number of ranks is set by " +
-                     launcherName(env_.launcher) + " (" + std::to_string(env_.worldSize) +
-                     "); leave -N out");
+  if (env_.launcher != Launcher::None && opts.nprocs != 0 && opts.nprocs != env_.worldSize) {
+    throw UsageError(std::string("-P ") + std::to_string(opts.nprocs) +
+                     ": the number of processes is set by " + launcherName(env_.launcher) + " (" +
+                     std::to_string(env_.worldSize) + "); leave -P out");
   }
-  rank_ = env_.rank;
-  nranks_ = env_.worldSize;
+  const bool idFromProcess =
+      env_.launcher == Launcher::None || (env_.launcher == Launcher::Mpirun && mpiBuiltIn());
+  if (threads_ > 1 && !idFromProcess) {
+    throw UsageError(std::string("-t ") + std::to_string(threads_) + ": under " +
+                     launcherName(env_.launcher) +
+                     " each process is one rank (coilCommInitFromEnv); start more processes "
+                     "instead, or run -t without a launcher or under mpirun");
+  }
+  process_ = env_.rank;
+  processes_ = env_.worldSize;
   if (env_.launcher == Launcher::None) {
-    nranks_ = opts.nranks > 0 ? opts.nranks : 2;
-    local_ = std::make_unique<LocalRanks>(nranks_);
-    rank_ = local_->rank();
+    // nccl-tests' -t alone runs that many ranks in one process.
+    processes_ = opts.nprocs > 0 ? opts.nprocs : threads_ > 1 ? 1 : 2;
+    if (processes_ > 1) {
+      local_ = std::make_unique<LocalRanks>(processes_);
+      process_ = local_->rank();
+    } else {
+      process_ = 0;
+    }
   } else if (env_.launcher == Launcher::Mpirun && mpiBuiltIn()) {
     mpi_ = startMpi(argc, argv);
-    rank_ = mpi_->rank();
-    nranks_ = mpi_->size();
+    process_ = mpi_->rank();
+    processes_ = mpi_->size();
   }
 }
 
-void Participant::connect() {
-  if (local_) {
-    connectForked();
+void ProcessLaunch::shareId() {
+  if (env_.launcher == Launcher::None) {
+    coilUniqueId id;
+    if (process_ == 0) {
+      const coilResult_t r = coilGetUniqueId(&id);
+      if (r != coilSuccess) {
+        if (local_) local_->abandon();
+        coilCheck(r, "coilGetUniqueId", nullptr);
+      }
+      if (local_) local_->share(&id, sizeof(id));
+    } else {
+      local_->receive(&id, sizeof(id));
+    }
+    id_ = id;
   } else if (mpi_) {
-    connectWithMpi();
-  } else {
-    connectFromEnv();
+    // Rank 0's status travels with the id, so a failed coilGetUniqueId stops
+    // every rank instead of leaving them waiting for a root that never came.
+    struct {
+      int32_t result;
+      coilUniqueId id;
+    } shared;
+    std::memset(&shared, 0, sizeof(shared));
+    if (process_ == 0) shared.result = coilGetUniqueId(&shared.id);
+    mpi_->broadcastFromRoot(&shared, sizeof(shared));
+    if (shared.result != coilSuccess) {
+      if (process_ == 0) coilCheck(static_cast<coilResult_t>(shared.result), "coilGetUniqueId", nullptr);
+      throw CoilFailure("coilGetUniqueId failed on rank 0", static_cast<coilResult_t>(shared.result));
+    }
+    id_ = shared.id;
   }
 }
+
+bool ProcessLaunch::waitForOthers(bool selfFailed) {
+  return local_ ? local_->waitForChildren(selfFailed) : true;
+}
+
+Participant::Participant(const ProcessLaunch& launch, int thread)
+    : launch_(launch),
+      thread_(thread),
+      rank_(launch.process() * launch.threads() + thread),
+      nranks_(launch.processes() * launch.threads()) {}
 
 Participant::~Participant() {
   if (comm_ != nullptr) coilCommDestroy(comm_);
 }
 
-void Participant::connectForked() {
-  coilUniqueId id;
-  if (rank_ == 0) {
-    const coilResult_t r = coilGetUniqueId(&id);
-    if (r != coilSuccess) {
-      local_->abandon();
-      coilCheck(r, "coilGetUniqueId", nullptr);
-    }
-    local_->share(&id, sizeof(id));
-  } else {
-    local_->receive(&id, sizeof(id));
-  }
+void Participant::connect() {
+  if (!launch_.id()) return connectFromEnv();
   // NULL: on failure there is no comm; the message is the thread's.
-  coilCheck(coilCommInitRank(&comm_, nranks_, id, rank_), "coilCommInitRank", nullptr);
-}
-
-void Participant::connectWithMpi() {
-  // Rank 0's status travels with the id, so a failed coilGetUniqueId stops
-  // every rank instead of leaving them waiting for a root that never came.
-  struct {
-    int32_t result;
-    coilUniqueId id;
-  } shared;
-  std::memset(&shared, 0, sizeof(shared));
-  if (rank_ == 0) shared.result = coilGetUniqueId(&shared.id);
-  mpi_->broadcastFromRoot(&shared, sizeof(shared));
-  if (shared.result != coilSuccess) {
-    if (rank_ == 0) coilCheck(static_cast<coilResult_t>(shared.result), "coilGetUniqueId", nullptr);
-    throw CoilFailure("coilGetUniqueId failed on rank 0", static_cast<coilResult_t>(shared.result));
-  }
-  coilCheck(coilCommInitRank(&comm_, nranks_, shared.id, rank_), "coilCommInitRank", nullptr);
+  coilCheck(coilCommInitRank(&comm_, nranks_, *launch_.id(), rank_), "coilCommInitRank", nullptr);
 }
 
 void Participant::connectFromEnv() {
@@ -122,7 +141,7 @@ void Participant::connectFromEnv() {
     std::string hint;
     if (!envSet("MASTER_ADDR") && !envSet("COIL_COMM_ID")) {
       hint = " (hint: export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 to every rank";
-      hint += env_.launcher == Launcher::Mpirun ? ", e.g. mpirun -x MASTER_ADDR -x MASTER_PORT)" : ")";
+      hint += launch_.launcher() == Launcher::Mpirun ? ", e.g. mpirun -x MASTER_ADDR -x MASTER_PORT)" : ")";
     }
     throw CoilFailure(describeFailure(r, "coilCommInitFromEnv", nullptr) + hint, r);
   }
@@ -130,18 +149,13 @@ void Participant::connectFromEnv() {
   coilCheck(coilCommCount(comm_, &nranks_), "coilCommCount", comm_);
 }
 
-bool Participant::close(bool selfFailed) {
-  coilResult_t destroyed = coilSuccess;
-  std::string failure;
-  if (comm_ != nullptr) {
-    destroyed = coilCommDestroy(comm_);
-    comm_ = nullptr;
-    if (destroyed != coilSuccess) failure = describeFailure(destroyed, "coilCommDestroy", nullptr);
+void Participant::close() {
+  if (comm_ == nullptr) return;
+  const coilResult_t destroyed = coilCommDestroy(comm_);
+  comm_ = nullptr;
+  if (destroyed != coilSuccess) {
+    throw CoilFailure(describeFailure(destroyed, "coilCommDestroy", nullptr), destroyed);
   }
-  const bool failed = selfFailed || destroyed != coilSuccess;
-  const bool othersOk = local_ ? local_->waitForChildren(failed) : true;
-  if (destroyed != coilSuccess) throw CoilFailure(failure, destroyed);
-  return othersOk;
 }
 
 }  // namespace coil_perf

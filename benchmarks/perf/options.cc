@@ -9,46 +9,95 @@
 namespace coil_perf {
 namespace {
 
-// One row per flag. `key` names the flag inside this file; long-only
-// flags have no short spelling.
+enum class Key {
+  MinBytes, MaxBytes, StepFactor, StepBytes, Iters, AggIters, Warmup, RunCycles, ParallelInit,
+  Check, Op, Datatype, Root, Blocking, Timeout, CudaGraph, Json, Average, Register, Threads, Gpus,
+  Collective, Procs, Transport, Baseline, Calibrate, Predict, Model, Help, Version,
+};
+
+// One row per spelling: nccl-tests' long names first, coil_perf's older
+// ones after them. shortName 0: long only.
 struct Flag {
-  char key;
-  bool hasShort;
+  Key key;
+  char shortName;
   const char* longName;
   bool takesValue;
 };
 
 constexpr Flag kFlags[] = {
-    {'b', true, "minbytes", true},   {'e', true, "maxbytes", true},
-    {'f', true, "stepfactor", true}, {'i', true, "stepbytes", true},
-    {'n', true, "iters", true},      {'w', true, "warmup_iters", true},
-    {'c', true, "check", true},      {'d', true, "datatype", true},
-    {'o', true, "op", true},         {'N', true, "nranks", true},
-    {'T', false, "transport", true}, {'R', true, "register", true}, {'J', false, "json", true},
-    {'B', false, "baseline", true},  {'C', true, "collective", true},
-    {'r', true, "root", true},       {'K', false, "calibrate", true},
-    {'P', false, "predict", false},  {'M', false, "model", true},
-    {'h', true, "help", false},
+    {Key::MinBytes, 'b', "minbytes", true},
+    {Key::MaxBytes, 'e', "maxbytes", true},
+    {Key::StepFactor, 'f', "stepfactor", true},
+    {Key::StepBytes, 'i', "stepbytes", true},
+    {Key::Iters, 'n', "iters", true},
+    {Key::AggIters, 'm', "agg_iters", true},
+    {Key::Warmup, 'w', "warmup_iters", true},
+    {Key::RunCycles, 'N', "run_cycles", true},
+    {Key::ParallelInit, 'p', "parallel_init", true},
+    {Key::Check, 'c', "check", true},
+    {Key::Op, 'o', "op", true},
+    {Key::Datatype, 'd', "datatype", true},
+    {Key::Root, 'r', "root", true},
+    {Key::Blocking, 'z', "blocking", true},
+    {Key::Timeout, 'T', "timeout", true},
+    {Key::CudaGraph, 'G', "cudagraph", true},
+    {Key::Json, 'J', "output_file", true},
+    {Key::Json, 0, "json", true},
+    {Key::Average, 'a', "average", true},
+    {Key::Register, 'R', "local_register", true},
+    {Key::Register, 0, "register", true},
+    {Key::Threads, 't', "nthreads", true},
+    {Key::Gpus, 'g', "ngpus", true},
+    {Key::Collective, 'C', "collective", true},
+    {Key::Procs, 'P', "nprocs", true},
+    {Key::Transport, 0, "transport", true},
+    {Key::Baseline, 0, "baseline", true},
+    {Key::Calibrate, 0, "calibrate", true},
+    {Key::Predict, 0, "predict", false},
+    {Key::Model, 0, "model", true},
+    {Key::Help, 'h', "help", false},
+    {Key::Version, 0, "version", false},
+};
+
+// nccl-tests flags with no meaning for host buffers, and why: a script
+// written for nccl-tests then fails saying so, not "unknown argument".
+struct Missing {
+  char shortName;
+  const char* why;
+};
+constexpr Missing kNcclTestsOnly[] = {
+    {'y', "stream_null: coil calls take no stream"},
+    {'S', "report_timestamps"},
+    {'x', "cta_policy: there are no CTAs on the host"},
+    {'D', "device_implementation: there is no device"},
+    {'V', "device_cta_count: there is no device"},
+    {'M', "memory: there is no device memory to report"},
+    {'u', "unalign"},
+    {'I', "per_iter_timing"},
+    {'K', "per_iter_skip"},
 };
 
 const Flag* findShort(char c) {
-  for (const Flag& f : kFlags) {
-    if (f.hasShort && f.key == c) return &f;
-  }
+  for (const Flag& f : kFlags)
+    if (f.shortName != 0 && f.shortName == c) return &f;
   return nullptr;
 }
 const Flag* findLong(const std::string& name) {
-  for (const Flag& f : kFlags) {
+  for (const Flag& f : kFlags)
     if (name == f.longName) return &f;
-  }
   return nullptr;
 }
 
-void apply(Options& o, char flag, const std::string& v) {
-  switch (flag) {
-    case 'b': o.minBytes = parseBytes(v, "-b"); break;
-    case 'e': o.maxBytes = parseBytes(v, "-e"); break;
-    case 'f': {
+int intIn(const std::string& v, const char* flag, long long lo, long long hi) {
+  return static_cast<int>(parseInteger(v, flag, lo, hi));
+}
+
+void apply(Options& o, Key key, const std::string& v) {
+  constexpr long long kMany = 1000000000;
+  switch (key) {
+    case Key::MinBytes: o.minBytes = parseBytes(v, "-b"); break;
+    case Key::MaxBytes: o.maxBytes = parseBytes(v, "-e"); break;
+    case Key::StepFactor: {
       char* end = nullptr;
       o.factor = std::strtod(v.c_str(), &end);
       if (v.empty() || *end != '\0' || !(o.factor > 1.0)) {
@@ -56,39 +105,64 @@ void apply(Options& o, char flag, const std::string& v) {
       }
       break;
     }
-    case 'i': o.stepBytes = parseBytes(v, "-i"); break;
-    case 'n': o.iters = static_cast<int>(parseInteger(v, "-n", 1, 1000000000)); break;
-    case 'w': o.warmup = static_cast<int>(parseInteger(v, "-w", 0, 1000000000)); break;
-    case 'c': o.check = parseInteger(v, "-c", 0, 1) == 1; break;
-    case 'R': o.registerBuffers = parseInteger(v, "-R", 0, 1) == 1; break;
-    case 'd': o.types = parseTypes(v); break;
-    case 'o': o.ops = parseOps(v); break;
-    case 'N': o.nranks = static_cast<int>(parseInteger(v, "-N", 1, 1024)); break;
-    case 'T':
+    case Key::StepBytes: o.stepBytes = parseBytes(v, "-i"); break;
+    case Key::Iters: o.iters = intIn(v, "-n", 1, kMany); break;
+    case Key::AggIters: o.aggIters = intIn(v, "-m", 1, 1 << 20); break;
+    case Key::Warmup: o.warmup = intIn(v, "-w", 0, kMany); break;
+    case Key::RunCycles: o.runCycles = intIn(v, "-N", 0, kMany); break;
+    // Ranks of a process always initialise in parallel (one thread each).
+    case Key::ParallelInit: intIn(v, "-p", 0, 1); break;
+    case Key::Check: o.checkIters = intIn(v, "-c", 0, 1 << 20); break;
+    case Key::Op: o.ops = parseOps(v); break;
+    case Key::Datatype: o.types = parseTypes(v); break;
+    case Key::Root:
+      o.allRoots = v == "all";
+      if (!o.allRoots) o.root = intIn(v, "-r", 0, 1023);
+      break;
+    case Key::Blocking: o.blocking = intIn(v, "-z", 0, 3); break;
+    case Key::Timeout: o.timeoutSeconds = intIn(v, "-T", 0, 86400 * 365); break;
+    case Key::CudaGraph: o.cudaGraphLaunches = intIn(v, "-G", 0, kMany); break;
+    case Key::Json: o.jsonPath = v; break;
+    case Key::Average: o.average = static_cast<Average>(intIn(v, "-a", 0, 3)); break;
+    case Key::Register: o.registerBuffers = intIn(v, "-R", 0, 1) == 1; break;
+    case Key::Threads: o.threads = intIn(v, "-t", 1, 1024); break;
+    case Key::Gpus:
+      if (intIn(v, "-g", 1, 1024) != 1)
+        throw UsageError("-g " + v + ": coil runs one rank per thread (host buffers, no GPUs); "
+                         "use -t for more ranks per process");
+      break;
+    case Key::Collective: o.collectives = parseCollectives(v); break;
+    case Key::Procs: o.nprocs = intIn(v, "-P", 1, 1024); break;
+    case Key::Transport:
       // coil itself names the transports this build has when one is unknown.
       if (v.empty() || v.size() > 15 ||
           !std::all_of(v.begin(), v.end(), [](char ch) { return std::isalnum(ch) != 0; }))
         throw UsageError("--transport: '" + v + "' is not a transport name (shm, tcp, ib)");
       o.transport = v;
       break;
-    case 'J': o.jsonPath = v; break;
-    case 'B':
+    case Key::Baseline:
       if (v != "mpi") throw UsageError("--baseline: '" + v + "' is not a baseline (only: mpi)");
       o.baselineMpi = true;
       break;
-    case 'C': o.collectives = parseCollectives(v); break;
-    case 'r':
-      o.allRoots = v == "all";
-      if (!o.allRoots) o.root = static_cast<int>(parseInteger(v, "-r", 0, 1023));
-      break;
-    case 'K':
+    case Key::Calibrate:
       if (v.empty()) throw UsageError("--calibrate needs a file name");
       o.calibratePath = v;
       break;
-    case 'P': o.predict = true; break;
-    case 'M': o.modelPath = v; break;
-    case 'h': o.help = true; break;
+    case Key::Predict: o.predict = true; break;
+    case Key::Model: o.modelPath = v; break;
+    case Key::Help: o.help = true; break;
+    case Key::Version: o.version = true; break;
   }
+}
+
+[[noreturn]] void unknown(const std::string& arg) {
+  if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+    for (const Missing& m : kNcclTestsOnly)
+      if (m.shortName == arg[1])
+        throw UsageError(std::string("-") + m.shortName + " is an nccl-tests flag coil_perf does "
+                         "not have (" + m.why + ")");
+  }
+  throw UsageError("unknown argument '" + arg + "'");
 }
 
 }  // namespace
@@ -114,7 +188,7 @@ Options parseOptions(int argc, char** argv) {
         haveValue = true;
       }
     }
-    if (flag == nullptr) throw UsageError("unknown argument '" + arg + "'");
+    if (flag == nullptr) unknown(arg);
     if (flag->takesValue && !haveValue) {
       if (i + 1 >= argc) throw UsageError("'" + arg + "' needs a value");
       value = argv[++i];
@@ -130,34 +204,68 @@ Options parseOptions(int argc, char** argv) {
     throw UsageError("--predict needs the model's parameters: --model FILE, or --calibrate FILE");
   }
   if (!o.modelPath.empty() && !o.predict) throw UsageError("--model is only used by --predict");
-  if (!o.help) sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);  // validates -b/-e/-f/-i
+  if (o.baselineMpi && o.threads > 1) {
+    throw UsageError("--baseline mpi: one rank per MPI process; leave -t out");
+  }
+  if (!o.help && !o.version) sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);  // validates -b/-e/-f/-i
   return o;
+}
+
+std::vector<std::string> flagSpellings() {
+  std::vector<std::string> out;
+  for (const Flag& f : kFlags) {
+    if (f.shortName != 0) out.push_back(std::string("-") + f.shortName);
+    out.push_back(std::string("--") + f.longName);
+  }
+  return out;
 }
 
 void printUsage(std::FILE* out, const char* program) {
   std::fprintf(out,
       "usage: %s [flags]          bandwidth sweep of coil's collectives (nccl-tests style)\n"
-      "  -C, --collective C       allreduce broadcast reduce allgather reducescatter alltoall\n"
-      "                           gather scatter sendrecv, a comma list, or all (default\n"
-      "                           allreduce; all runs them one after another)\n"
+      "Sweep (as nccl-tests):\n"
       "  -b, --minbytes SIZE      smallest size (default 8); K/M/G suffixes\n"
       "  -e, --maxbytes SIZE      largest size (default 64M)\n"
       "  -f, --stepfactor X       multiply the size by X each step (default 2)\n"
       "  -i, --stepbytes SIZE     add SIZE each step instead of -f\n"
       "  -n, --iters N            timed iterations per size (default 20)\n"
+      "  -m, --agg_iters N        calls per timed iteration, in one coilGroupStart/End\n"
+      "                           (default 1); the time is per call\n"
       "  -w, --warmup_iters N     untimed iterations before them (default 5)\n"
-      "  -c, --check 0|1          verify results bit-exactly (default 1)\n"
+      "  -N, --run_cycles N       run the whole sweep N times, printing each (default 1;\n"
+      "                           0 = until stopped)\n"
+      "  -c, --check N            checked calls per row, bit-exact; 0 = no check (default 1)\n"
       "  -d, --datatype T         float half bfloat16 double int8 uint8 int32 uint32\n"
       "                           int64 uint64, or all (default float)\n"
       "  -o, --op OP              sum prod max min avg, or all (default sum); only for\n"
       "                           allreduce, reduce and reducescatter (others print none)\n"
       "  -r, --root R|all         root of broadcast, reduce, gather, scatter (default 0);\n"
       "                           all: every rank in turn\n"
-      "  -N, --nranks N           ranks to fork on this host (default 2; not with a launcher)\n"
+      "  -a, --average 0|1|2|3    the time a row reports: rank 0's, the mean, the min or\n"
+      "                           the max over ranks (default 1)\n"
+      "  -z, --blocking 0|1|2|3   coil calls return complete, so 0 and 2 are the same; 1\n"
+      "                           adds a barrier after each call, 3 after each -m group\n"
+      "                           (default 0)\n"
+      "  -T, --timeout SECONDS    fail a wait that lasts longer (sets COIL_TIMEOUT_MS;\n"
+      "                           default 0: coil's own, 30 minutes)\n"
+      "  -J, --output_file FILE   also write every row as JSON (--json FILE is the same)\n"
+      "  -R, --local_register 0|1 coilCommRegister the buffers first (default 0; --register\n"
+      "                           is the same): large sends and receives over ib go zero-copy\n"
+      "Ranks:\n"
+      "  -t, --nthreads N         ranks as threads of each process (default 1)\n"
+      "  -P, --nprocs N           processes to fork on this host when no launcher started\n"
+      "                           coil_perf (default 2, or 1 with -t); ranks = N x -t\n"
+      "  -g, --ngpus 1            accepted for nccl-tests' scripts: one rank per thread\n"
+      "  -p, --parallel_init 0|1  accepted: the threads of a process always initialise in\n"
+      "                           parallel\n"
+      "  -G, --cudagraph N        accepted and ignored: host buffers have no CUDA graphs\n"
+      "                           (a note on stderr when N > 0)\n"
+      "coil_perf's own:\n"
+      "  -C, --collective C       allreduce broadcast reduce allgather reducescatter alltoall\n"
+      "                           gather scatter sendrecv, a comma list, or all (default\n"
+      "                           allreduce; all runs them one after another). Not\n"
+      "                           nccl-tests' -C (report_cputime): it has one program each\n"
       "      --transport NAME     force coil's transport: shm, tcp, ib (sets COIL_TRANSPORT)\n"
-      "  -R, --register 0|1       coilCommRegister the buffers first (default 0; nccl-tests'\n"
-      "                           -R): large sends and receives over ib then go zero-copy\n"
-      "      --json FILE          also write every row as JSON\n"
       "      --baseline mpi       also time MPI's counterpart of each collective (needs\n"
       "                           mpirun and an MPI build)\n"
       "      --calibrate FILE     measure alpha, beta, gamma of the transport in use and\n"
@@ -165,7 +273,9 @@ void printUsage(std::FILE* out, const char* program) {
       "      --predict            all-reduce ring and tree: the cost model's time next to\n"
       "                           the measured one, for every size of -b/-e/-f\n"
       "      --model FILE         parameters for --predict (default: --calibrate's fit)\n"
+      "      --version            coil_perf's and libcoil's versions\n"
       "  -h, --help               this text\n"
+      "nccl-tests flags for GPUs only (-y -S -x -D -V -M -u -I -K) are refused by name.\n"
       "Sizes (nccl-tests' convention): SIZE is the bytes of the whole operation. For\n"
       "allgather, reducescatter, alltoall, gather and scatter it is n blocks of count/n\n"
       "elements (rounded down to whole blocks); busbw = algbw * 2(n-1)/n for allreduce,\n"
@@ -173,11 +283,11 @@ void printUsage(std::FILE* out, const char* program) {
       "broadcast, reduce and sendrecv (ring: send to rank+1, receive from rank-1).\n"
       "In-place columns: allreduce, broadcast, reduce, allgather, reducescatter; n/a\n"
       "for the others.\n"
-      "Launch: without a launcher, coil_perf forks -N ranks itself. Under mpirun it\n"
-      "shares coil's id with MPI_Bcast (MPI builds) or uses MASTER_ADDR/MASTER_PORT;\n"
-      "under torchrun or Slurm it uses RANK/WORLD_SIZE (SLURM_PROCID/SLURM_NTASKS)\n"
-      "with MASTER_ADDR/MASTER_PORT. Exit status: 0 ok, 1 wrong results or a coil\n"
-      "error, 2 bad usage.\n",
+      "Launch: without a launcher, coil_perf forks -P processes itself, each running -t\n"
+      "ranks. Under mpirun it shares coil's id with MPI_Bcast (MPI builds) or uses\n"
+      "MASTER_ADDR/MASTER_PORT; under torchrun or Slurm it uses RANK/WORLD_SIZE\n"
+      "(SLURM_PROCID/SLURM_NTASKS) with MASTER_ADDR/MASTER_PORT. Exit status: 0 ok,\n"
+      "1 wrong results or a coil error, 2 bad usage.\n",
       program);
 }
 

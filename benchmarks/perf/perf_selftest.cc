@@ -66,26 +66,26 @@ TEST(Options, DefaultsMatchNcclTests) {
   EXPECT_EQ(o.factor, 2.0);
   EXPECT_EQ(o.iters, 20);
   EXPECT_EQ(o.warmup, 5);
-  EXPECT_TRUE(o.check);
+  EXPECT_TRUE(o.check());
   ASSERT_EQ(o.types.size(), 1u);
   EXPECT_EQ(o.types[0].type, coilFloat32);
   EXPECT_EQ(o.ops[0].op, coilSum);
-  EXPECT_EQ(o.nranks, 0);
+  EXPECT_EQ(o.nprocs, 0);
 }
 
 TEST(Options, ShortLongAndJoinedForms) {
   const Options o = parse({"-b", "1K", "-e1M", "--stepfactor=4", "-n", "3", "-w", "0", "-c", "0",
-                           "-d", "half", "-o", "avg", "-N", "3", "--transport", "tcp",
+                           "-d", "half", "-o", "avg", "-P", "3", "--transport", "tcp",
                            "--json=out.json", "--baseline", "mpi"});
   EXPECT_EQ(o.minBytes, 1024u);
   EXPECT_EQ(o.maxBytes, 1u << 20);
   EXPECT_EQ(o.factor, 4.0);
   EXPECT_EQ(o.iters, 3);
   EXPECT_EQ(o.warmup, 0);
-  EXPECT_FALSE(o.check);
+  EXPECT_FALSE(o.check());
   EXPECT_EQ(o.types[0].type, coilFloat16);
   EXPECT_EQ(o.ops[0].op, coilAvg);
-  EXPECT_EQ(o.nranks, 3);
+  EXPECT_EQ(o.nprocs, 3);
   EXPECT_EQ(o.transport, "tcp");
   EXPECT_EQ(o.jsonPath, "out.json");
   EXPECT_TRUE(o.baselineMpi);
@@ -94,7 +94,7 @@ TEST(Options, ShortLongAndJoinedForms) {
 
 TEST(Options, RejectsMistakes) {
   for (std::vector<const char*> bad : std::vector<std::vector<const char*>>{
-           {"-x"}, {"-b"}, {"-n", "0"}, {"-c", "2"}, {"-f", "1"}, {"--transport", "in/valid"},
+           {"-x"}, {"-b"}, {"-n", "0"}, {"-c", "x"}, {"-f", "1"}, {"--transport", "in/valid"},
            {"--baseline", "nccl"}, {"-b", "1M", "-e", "1K"}, {"--help=1"}, {"stray"}}) {
     EXPECT_THROW(parse(bad), UsageError) << bad[0];
   }

@@ -69,6 +69,11 @@ void Table::printRunInfo() const {
   std::fflush(f);
 }
 
+void Table::printNote(const std::string& text) const {
+  std::fprintf(out_, "# %s\n", text.c_str());
+  std::fflush(out_);
+}
+
 void Table::printColumns(bool rooted, const std::string& title) const {
   std::FILE* f = out_;
   if (!title.empty()) std::fprintf(f, "# Collective: %s\n#\n", title.c_str());

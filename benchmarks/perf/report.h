@@ -13,7 +13,7 @@ namespace coil_perf {
 
 /// One timed variant (out-of-place or in-place) of one row.
 struct Measure {
-  double timeUs = 0;   ///< max over ranks of the per-rank mean time per call
+  double timeUs = 0;   ///< per-rank mean time per call, combined over ranks (coil_perf -a)
   double algbw = 0;    ///< bytes / time, GB/s (1e9)
   double busbw = 0;    ///< algbw * 2(n-1)/n
   long long wrong = -1;  ///< mismatching elements summed over ranks; -1 = not checked
@@ -74,6 +74,8 @@ class Table {
   /// `title` (if not empty) precedes them as "# Collective: <title>".
   void printColumns(bool rooted, const std::string& title) const;
   void printRow(const Row& row) const;
+  /// "# <text>": a comment line among the rows.
+  void printNote(const std::string& text) const;
   /// The footer; `avgBusbw` averages out-of-place and in-place busbw over
   /// all rows; `wrongTotal` < 0 means results were not checked.
   void printFooter(long long wrongTotal, double avgBusbw) const;

@@ -20,6 +20,7 @@ constexpr int kMaxMismatchReports = 8;
 
 // Collectives that do not reduce run once per type, under this name.
 const OpInfo kNoOp{"none", coilSum};
+const std::vector<OpInfo> kNoOps{kNoOp};
 
 void* allocatePages(size_t bytes) {
   constexpr size_t kAlign = 4096;
@@ -52,7 +53,54 @@ Sweep::Registered::~Registered() {
 }
 
 void Sweep::run() {
-  for (const CollectiveInfo& coll : opts_.collectives) runCollective(coll);
+  size_t perCycle = 0;
+  for (const CollectiveInfo& coll : opts_.collectives) perCycle += plan(coll).size();
+  const bool forever = opts_.runCycles == 0;
+  if (table_ != nullptr) printRowCount(perCycle, opts_.runCycles);
+  Progress progress(stderr, forever ? perCycle : perCycle * static_cast<size_t>(opts_.runCycles),
+                    table_ != nullptr && Progress::onTerminal(stderr));
+  for (int cycle = 0; forever || cycle < opts_.runCycles; ++cycle) {
+    if (table_ != nullptr && opts_.runCycles != 1) {
+      table_->printNote("Cycle " + std::to_string(cycle + 1) +
+                        (forever ? " (until stopped)" : " of " + std::to_string(opts_.runCycles)));
+    }
+    if (forever) rowsDone_ = 0;  // the line counts the rows of this cycle
+    for (const CollectiveInfo& coll : opts_.collectives) runCollective(coll, progress);
+  }
+}
+
+void Sweep::printRowCount(size_t total, int cycles) const {
+  std::string text = std::to_string(total) + " rows";
+  if (cycles != 1) text += cycles == 0 ? " per cycle, cycles until stopped"
+                                       : " per cycle, " + std::to_string(cycles) + " cycles";
+  if (opts_.collectives.size() > 1) {
+    text += ":";
+    for (const CollectiveInfo& coll : opts_.collectives) {
+      text += std::string(" ") + coll.name + " " + std::to_string(plan(coll).size());
+    }
+  }
+  table_->printNote(text);
+}
+
+std::vector<Sweep::Planned> Sweep::plan(const CollectiveInfo& coll) const {
+  const std::vector<size_t> sizes =
+      sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes);
+  const std::vector<OpInfo>& ops = coll.reduces ? opts_.ops : kNoOps;
+  std::vector<Planned> out;
+  for (const TypeInfo& type : opts_.types) {
+    for (const OpInfo& op : ops) {
+      for (int root : roots(coll)) {
+        size_t previousCount = SIZE_MAX;
+        for (size_t bytes : sizes) {
+          const size_t count = layoutFor(coll.id, bytes, type.size, self_.nranks()).count;
+          if (count == previousCount) continue;
+          previousCount = count;
+          out.push_back({&type, &op, root, bytes});
+        }
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<int> Sweep::roots(const CollectiveInfo& coll) const {
@@ -69,40 +117,31 @@ std::vector<int> Sweep::roots(const CollectiveInfo& coll) const {
   return out;
 }
 
-void Sweep::runCollective(const CollectiveInfo& coll) {
-  const std::vector<size_t> sizes =
-      sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes);
-  const std::vector<OpInfo> ops = coll.reduces ? opts_.ops : std::vector<OpInfo>{kNoOp};
-  const std::vector<int> rootList = roots(coll);
+void Sweep::runCollective(const CollectiveInfo& coll, Progress& progress) {
+  const std::vector<Planned> rows = plan(coll);
   // A plain all-reduce run keeps the original table (tools depend on it).
   const bool plainAllReduce =
       opts_.collectives.size() == 1 && coll.id == Collective::AllReduce;
+  progress.clear();
   if (table_ != nullptr) table_->printColumns(coll.rooted, plainAllReduce ? "" : coll.name);
   const size_t firstRow = rows_.size();
   long long wrong = 0;
-  warmUp(coll, rootList.front(), sizes.back());
-  for (const TypeInfo& type : opts_.types) {
-    for (const OpInfo& op : ops) {
-      for (int root : rootList) {
-        size_t previousCount = SIZE_MAX;
-        for (size_t bytes : sizes) {
-          // Sizes below one element (one block of n elements), or between
-          // two multiples of it, repeat the previous count: measure each once.
-          const size_t count = layoutFor(coll.id, bytes, type.size, self_.nranks()).count;
-          if (count == previousCount) continue;
-          previousCount = count;
-          rows_.push_back(measure(coll, type, op, root, bytes));
-          const Row& row = rows_.back();
-          wrong += std::max(0LL, row.outOfPlace.wrong) + std::max(0LL, row.inPlace.wrong);
-          if (table_ != nullptr) table_->printRow(row);
-        }
-      }
-    }
+  warmUp(coll, roots(coll).front(),
+         sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes).back());
+  for (const Planned& p : rows) {
+    progress.show(rowsDone_++, std::string(coll.name) + " " + p.type->name + " " + p.op->name +
+                                   (p.root >= 0 ? " root " + std::to_string(p.root) : "") + " " +
+                                   std::to_string(p.bytes) + " B");
+    rows_.push_back(measure(coll, *p.type, *p.op, p.root, p.bytes));
+    const Row& row = rows_.back();
+    wrong += std::max(0LL, row.outOfPlace.wrong) + std::max(0LL, row.inPlace.wrong);
+    progress.clear();
+    if (table_ != nullptr) table_->printRow(row);
   }
   wrongTotal_ += wrong;
   if (table_ != nullptr) {
     const std::vector<Row> mine(rows_.begin() + static_cast<std::ptrdiff_t>(firstRow), rows_.end());
-    table_->printFooter(opts_.check ? wrong : -1, averageBusbw(mine));
+    table_->printFooter(opts_.check() ? wrong : -1, averageBusbw(mine));
   }
 }
 
@@ -156,6 +195,12 @@ long long Sweep::checkedCall(const CollCall& call, const Layout& layout, bool in
   return static_cast<long long>(sumOverRanks(self_.comm(), report.count));
 }
 
+long long Sweep::checkedCalls(const CollCall& call, const Layout& layout, bool inPlace) {
+  long long wrong = 0;  // summed over -c's calls, as nccl-tests counts them
+  for (int i = 0; i < opts_.checkIters; ++i) wrong += checkedCall(call, layout, inPlace);
+  return wrong;
+}
+
 Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInfo& op, int root,
                    size_t bytes) {
   const int rank = self_.rank(), n = self_.nranks();
@@ -175,18 +220,19 @@ Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInf
   // run on denormals or NaNs left over from an earlier row.
   const CollCall call = outOfPlace(coll, layout, type, op, root);
   fillCollectiveInput(call, layout, rank, n);
-  row.outOfPlace = bandwidthWithFactor(
-      layout.bytes, timeCoil(call, comm, rank, n, opts_.warmup, opts_.iters), factor);
-  if (opts_.check) row.outOfPlace.wrong = checkedCall(call, layout, false);
+  const Timing timing{opts_.warmup, opts_.iters, opts_.aggIters, opts_.blocking, opts_.average};
+  row.outOfPlace =
+      bandwidthWithFactor(layout.bytes, timeCoil(call, comm, rank, n, timing), factor);
+  if (opts_.check()) row.outOfPlace.wrong = checkedCalls(call, layout, false);
 
   // In-place, with nccl-tests' pointers (collectives.h).
   if (coll.inPlace) {
     CollCall inPlace = call;
     inPlacePointers(coll.id, recv_.get(), layout, type.size, rank, &inPlace.send, &inPlace.recv);
     fillCollectiveInput(inPlace, layout, rank, n);
-    row.inPlace = bandwidthWithFactor(
-        layout.bytes, timeCoil(inPlace, comm, rank, n, opts_.warmup, opts_.iters), factor);
-    if (opts_.check) row.inPlace.wrong = checkedCall(inPlace, layout, true);
+    row.inPlace =
+        bandwidthWithFactor(layout.bytes, timeCoil(inPlace, comm, rank, n, timing), factor);
+    if (opts_.check()) row.inPlace.wrong = checkedCalls(inPlace, layout, true);
   }
 
   if (opts_.baselineMpi && self_.mpi() != nullptr) {
@@ -196,7 +242,8 @@ Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInf
     } else {
       fillCollectiveInput(call, layout, rank, n);
       const double local = mpi->timeCollective(call, opts_.warmup, opts_.iters);
-      const Measure m = bandwidthWithFactor(layout.bytes, maxOverRanks(comm, local), factor);
+      const Measure m = bandwidthWithFactor(
+          layout.bytes, combineOverRanks(comm, local, opts_.average, rank, n), factor);
       row.baseline.measured = true;
       row.baseline.timeUs = m.timeUs;
       row.baseline.busbw = m.busbw;

@@ -11,6 +11,7 @@
 #include "collectives.h"
 #include "launch.h"
 #include "options.h"
+#include "progress.h"
 #include "report.h"
 
 namespace coil_perf {
@@ -21,21 +22,38 @@ class Sweep {
   /// nullptr on the other ranks. Allocates two buffers of opts.maxBytes.
   Sweep(const Options& opts, const Participant& self, const Table* table);
 
-  /// Runs every row of every collective of opts.collectives; each gets its
-  /// own column header and footer. Every rank must call it (the rows are
-  /// collective). Throws CoilFailure if coil fails, std::runtime_error for a
-  /// root outside the communicator; wrong results do not throw.
+  /// Runs every row of every collective of opts.collectives, opts.runCycles
+  /// times (0: until stopped); each collective gets its own column header
+  /// and footer. Rank 0 first prints how many rows that is, and, on a
+  /// terminal, a progress line on stderr. Every rank must call it (the
+  /// rows are collective). Throws CoilFailure if coil fails,
+  /// std::runtime_error for a root outside the communicator; wrong results
+  /// do not throw.
   void run();
+
+  /// One row to measure: the loops of runCollective, flattened.
+  struct Planned {
+    const TypeInfo* type;
+    const OpInfo* op;
+    int root;     ///< -1: the collective has none
+    size_t bytes;
+  };
+  /// The rows of `coll`, in the order they are measured. Sizes that give the
+  /// same element count as the previous one (below one element, or between
+  /// two multiples of a block) are left out: each count is measured once.
+  std::vector<Planned> plan(const CollectiveInfo& coll) const;
 
   /// The rows measured so far (complete on every rank).
   const std::vector<Row>& rows() const { return rows_; }
   /// Wrong elements summed over ranks and rows; -1 if -c 0.
-  long long wrongTotal() const { return opts_.check ? wrongTotal_ : -1; }
+  long long wrongTotal() const { return opts_.check() ? wrongTotal_ : -1; }
 
  private:
   using Buffer = std::unique_ptr<void, void (*)(void*)>;
 
-  void runCollective(const CollectiveInfo& coll);
+  void runCollective(const CollectiveInfo& coll, Progress& progress);
+  /// "# 120 rows per cycle: allreduce 30, ..." before the first table.
+  void printRowCount(size_t total, int cycles) const;
   /// opts.warmup untimed calls at `bytes` (the largest size), before any row.
   void warmUp(const CollectiveInfo& coll, int root, size_t bytes);
   Row measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInfo& op, int root,
@@ -46,6 +64,8 @@ class Sweep {
   /// One checked call: poisoned output, fresh input; returns the wrong
   /// count summed over ranks.
   long long checkedCall(const CollCall& call, const Layout& layout, bool inPlace);
+  /// opts.checkIters checked calls (-c); their wrong counts summed.
+  long long checkedCalls(const CollCall& call, const Layout& layout, bool inPlace);
   /// The roots to run `coll` with: {-1} when it has none.
   std::vector<int> roots(const CollectiveInfo& coll) const;
 
@@ -68,6 +88,7 @@ class Sweep {
   std::vector<Row> rows_;
   long long wrongTotal_ = 0;
   int mismatchReports_ = 0;  // this rank's mismatch lines on stderr, capped
+  size_t rowsDone_ = 0;      // for the progress line
 };
 
 }  // namespace coil_perf

@@ -18,7 +18,7 @@ for n in 2 3 4; do
   echo "== one host, $n ranks, COIL_TRANSPORT=ib (t=$(uptime_s) s)"
   # shellcheck disable=SC2086
   if ! COIL_IB_HCA="=$RXE_ONE_HOST_DEV" COIL_SOCKET_IFNAME=lo timeout 300 \
-       "$perf" -N $n --transport ib $sweep -d float,int32 -o sum,max > /tmp/one.$n 2>&1; then
+       "$perf" -P $n --transport ib $sweep -d float,int32 -o sum,max > /tmp/one.$n 2>&1; then
     cat /tmp/one.$n; echo "FAIL: one host, $n ranks"; fail=1
   else
     grep -E "Out of bounds|Avg bus" /tmp/one.$n
@@ -33,7 +33,7 @@ for n in 2 3; do
   for reg in 1 0; do
     echo "== one host, $n ranks, large sendrecv/alltoall over ib, -R $reg (t=$(uptime_s) s)"
     if ! COIL_IB_HCA="=$RXE_ONE_HOST_DEV" COIL_SOCKET_IFNAME=lo timeout 300 \
-         "$perf" -N $n --transport ib -C sendrecv,alltoall -b 256K -e 8M -f 4 -n 1 -w 1 -c 1 \
+         "$perf" -P $n --transport ib -C sendrecv,alltoall -b 256K -e 8M -f 4 -n 1 -w 1 -c 1 \
          -R $reg > /tmp/p2p.$n 2>&1; then
       cat /tmp/p2p.$n; echo "FAIL: large point-to-point, $n ranks, -R $reg"; fail=1
     else

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# coil_perf's command line end to end: nccl-tests' -t, -N, -m, -z, -a, -G,
+# -g, -P; --version; the row count up front; the progress line on a
+# terminal only.  Usage: cli_test.sh path/to/coil_perf
+set -uo pipefail
+perf="$1"
+fail=0
+out="$(mktemp -d /tmp/coil-perf-cli-XXXXXX)"
+trap 'rm -rf "$out"' EXIT
+check() {  # description, then a command that must succeed
+  local what="$1"; shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
+}
+sweep=(-b 8 -e 1K -f 4 -n 2 -w 1)
+
+# -t 2 alone: two ranks as threads of one process; -N 2: the sweep twice.
+"$perf" -t 2 -N 2 -m 2 -z 1 -a 0 -G 1 "${sweep[@]}" > "$out/t2" 2> "$out/t2.err"
+check "-t 2 -N 2 -m 2 -z 1 -a 0 -G 1 exits 0" test $? -eq 0
+check "-t 2: nranks 2 in one process" grep -q "nranks 2, transport auto, launcher fork" "$out/t2"
+check "-t 2: rank 1 is thread 1" grep -q "Rank  1 pid [0-9]* thread 1 on" "$out/t2"
+check "rows counted up front" grep -q "^# 4 rows per cycle, 2 cycles$" "$out/t2"
+check "-N 2: two footers" test "$(grep -c "Out of bounds values : 0 OK" "$out/t2")" -eq 2
+check "-N 2: eight rows" test "$(grep -c "^ *[0-9]\+ \+[0-9]\+ \+float" "$out/t2")" -eq 8
+check "-G: a note, not an error" grep -q "\-G 1 ignored" "$out/t2.err"
+check "no progress line off a terminal" bash -c "! grep -q 'rows, ' '$out/t2.err'"
+
+# -P 2 -t 2: two processes of two threads.
+"$perf" -P 2 -t 2 "${sweep[@]}" > "$out/p2t2" 2>&1
+check "-P 2 -t 2 exits 0" test $? -eq 0
+check "-P 2 -t 2: nranks 4" grep -q "nranks 4," "$out/p2t2"
+
+# A terminal gets the progress line (script gives the program one).
+script -qec "$perf ${sweep[*]}" /dev/null > "$out/tty" 2>&1
+check "progress line on a terminal" grep -aq "\[1/4 rows, " "$out/tty"
+
+"$perf" --version > "$out/version"
+check "--version" grep -q "^coil_perf [0-9]*\.[0-9]*\.[0-9]* (built with coil.h .*; libcoil " "$out/version"
+"$perf" -g 2 > /dev/null 2>&1
+check "-g 2 is refused with status 2" test $? -eq 2
+"$perf" --help > "$out/help"
+check "--help names -P and -N's new meaning" grep -q "\-N, --run_cycles" "$out/help"
+exit $fail
