@@ -16,6 +16,7 @@
 
 #include "coil_calls.h"
 #include "core/cpu_cache.h"  // header-only: the cache size the tuner uses
+#include "calibration_fit.h"
 #include "expect.h"
 #include "model_fit.h"
 #include "predict.h"
@@ -200,15 +201,22 @@ std::string today() {
 }
 
 // "# <title>" and one line per size: best and median time, the model's
-// time and its error against the best.
-template <typename Predict>
-void printFit(const char* title, const std::vector<Timed>& timed, Predict predicted) {
-  std::printf("# %s\n# %10s %11s %11s %11s %8s\n", title, "size(B)", "best(us)", "median(us)",
-              "model(us)", "err(%)");
+// time and its error against the best, then the error of a model fitted
+// without that size (heldOut; "n/a" when the other sizes cannot be fitted).
+// Only the held-out error says how well the model predicts a size it has
+// not seen.
+template <typename Predict, typename HeldOut>
+void printFit(const char* title, const std::vector<Timed>& timed, Predict predicted,
+              HeldOut heldOut) {
+  std::printf("# %s\n# %10s %11s %11s %11s %8s %12s\n", title, "size(B)", "best(us)",
+              "median(us)", "model(us)", "err(%)", "held-out(%)");
   for (const Timed& t : timed) {
     const double p = predicted(t.best.bytes);
-    std::printf("  %10.0f %11.2f %11.2f %11.2f %8.1f\n", t.best.bytes, t.best.us, t.medianUs, p,
-                errorPercent(p, t.best.us));
+    const std::optional<double> h = heldOut(t.best.bytes);
+    char held[32] = "n/a";
+    if (h) std::snprintf(held, sizeof held, "%.1f", errorPercent(*h, t.best.us));
+    std::printf("  %10.0f %11.2f %11.2f %11.2f %8.1f %12s\n", t.best.bytes, t.best.us,
+                t.medianUs, p, errorPercent(p, t.best.us), held);
   }
 }
 
@@ -241,48 +249,36 @@ Calibration calibrate(Bench& b, coilComm_t comm, const std::string& transport, s
     tree = b.timeAll(Collective::AllReduce, sizes, treeComm.get());
   }
 
-  // α, β, γ and the tree's β from the sizes whose buffers stay in the cache
-  // (all sizes where fewer would remain than a fit needs); then, per
-  // algorithm, the factor by which memory slows the sizes beyond it.
-  ModelParams probe;
-  probe.cacheBytes = machineCacheBytes();
-  probe.memoryFactor = 2;
-  auto inCache = [&](const std::vector<Timed>& timed, size_t needed) {
-    std::vector<Sample> kept;
-    for (const Sample& s : bestOf(timed))
-      if (memoryScale(probe, b.nranks, s.bytes) == 1.0) kept.push_back(s);
-    return kept.size() >= needed ? kept : bestOf(timed);
-  };
-  ModelParams m = fitAllGather(inCache(gather, 2), b.nranks);
-  m.cacheBytes = probe.cacheBytes;
-  double rawGamma = 0;
-  m.gammaUsPerByte = fitRingGamma(inCache(ring, 1), b.nranks, m, chunk, &rawGamma);
-  Calibration c{m, m};
-  c.tree.betaUsPerByte = fitTreeBeta(inCache(tree, 1), b.nranks, m, chunk);
-  c.ring.memoryFactor = fitMemoryFactor(bestOf(ring), b.nranks, c.ring, [&](const ModelParams& p, double S) {
-    return predictRingAllReduceUs(p, b.nranks, S, chunk);
-  });
-  c.tree.memoryFactor = fitMemoryFactor(bestOf(tree), b.nranks, c.tree, [&](const ModelParams& p, double S) {
-    return predictTreeAllReduceUs(p, b.nranks, S, chunk);
-  });
-  m = c.ring;
+  const CalibrationSamples samples{bestOf(gather), bestOf(ring), bestOf(tree)};
+  const FitSetting setting{b.nranks, chunk, machineCacheBytes()};
+  const CalibrationFit fit = fitCalibration(samples, setting);
+  const Calibration& c = fit.model;
+  const double rawGamma = fit.rawGamma;
+  const ModelParams& m = c.ring;
   if (!b.printer) return c;
+  auto heldOut = [&](Fitted which) {
+    return [&, which](double S) { return heldOutPredictionUs(samples, setting, which, S); };
+  };
 
   std::printf("# last-level cache %zu KiB: beta and gamma x memory_factor from %zu B per rank\n#\n",
               m.cacheBytes >> 10, m.cacheBytes / (4 * static_cast<size_t>(b.nranks)));
+  std::printf("# err(%%): the fitted model against the best time; held-out(%%): a model fitted\n"
+              "#   without that size, i.e. how well it predicts sizes it has not seen\n#\n");
   printFit("in-place all-gather (ring): T = (n-1)*alpha + k*(n-1)/n*S*beta, k the ring's", gather,
-           [&](double S) { return predictAllGatherUs(m, b.nranks, S); });
+           [&](double S) { return predictAllGatherUs(m, b.nranks, S); }, heldOut(Fitted::AllGather));
   const std::string ringTitle =
       "in-place all-reduce ring (COIL_ALGO=allreduce:ring): T = 2(n-1)*rounds*alpha + "
       "k*(2(n-1)/n*S*beta + (n-1)/n*S*gamma),\n#   rounds = ceil(S / (n*chunk)), chunk " +
       std::to_string(chunk) + " B (estimated)";
   std::printf("#\n");
   printFit(ringTitle.c_str(), ring,
-           [&](double S) { return predictRingAllReduceUs(m, b.nranks, S, chunk); });
+           [&](double S) { return predictRingAllReduceUs(m, b.nranks, S, chunk); },
+           heldOut(Fitted::Ring));
   std::printf("#\n");
   printFit("in-place all-reduce tree (COIL_ALGO=allreduce:tree): T = (2*depth + 2*(chunks-1))*alpha"
            " + k*(L*S*beta + R*S*gamma),\n#   its own beta and k; alpha and gamma the ring's", tree,
-           [&](double S) { return predictTreeAllReduceUs(c.tree, b.nranks, S, chunk); });
+           [&](double S) { return predictTreeAllReduceUs(c.tree, b.nranks, S, chunk); },
+           heldOut(Fitted::Tree));
   std::printf(
       "#\n# fitted: alpha %.3f us, beta %.4g us/B (%.2f GB/s), gamma %.4g us/B (%.2f GB/s),"
       " memory factor %.2f;\n#   tree: beta %.4g us/B, memory factor %.2f\n",
