@@ -17,6 +17,7 @@ COIL_DEB_PACKAGES=(
   libgloo-dev
   iproute2
   python3-dev python3-venv
+  python3-matplotlib      # tools/compare --plot
   clang libclang-rt-dev   # tools/run-fuzz: clang and its libFuzzer runtime
   # tests/rxe (tools/rxe/guest-run): Debian's kernel with Soft-RoCE under qemu
   qemu-system-x86 busybox-static cpio
