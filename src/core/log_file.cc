@@ -25,6 +25,9 @@ std::string expandLogPath(std::string_view pattern, std::string_view host, long 
 }
 
 void LogSink::setPattern(std::string pattern) {
+  // The same file again (coilResetDebugInit that changed the level): keep
+  // it open, so that reopening it does not truncate the lines written so far.
+  if (pattern == pattern_ && !failed_) return;
   close();
   pattern_ = std::move(pattern);
   failed_ = false;

@@ -23,7 +23,8 @@ class LogSink {
   LogSink& operator=(const LogSink&) = delete;
 
   /// Sends later lines to the file `pattern` names (stderr if empty),
-  /// opened at the next stream() call.
+  /// opened at the next stream() call. The pattern in use already keeps its
+  /// file open (and its lines).
   void setPattern(std::string pattern);
   /// The file to write to, opened (truncated) on first use. A forked child
   /// whose pattern names a different file (%p) opens its own; one whose

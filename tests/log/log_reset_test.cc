@@ -82,4 +82,26 @@ TEST(ResetDebugInit, MovesLinesToANewDebugFile) {
   EXPECT_GE(countLines(file.str(), " coil INFO INIT "), 1) << file.str();
 }
 
+TEST(ResetDebugInit, TheSameDebugFileKeepsItsEarlierLines) {
+  char dir[] = "/tmp/coil-logtest-dir-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/same.log";
+  const auto child = runInChild(
+      {{"COIL_DEBUG", "INFO"}, {"COIL_DEBUG_SUBSYS", ""}, {"COIL_DEBUG_FILE", path}}, [] {
+        if (initOneRank() != 0) return 1;
+        setenv("COIL_DEBUG_SUBSYS", "INIT,COLL", 1);  // only the subsystems change
+        coilResetDebugInit();
+        return initOneRank();
+      });
+  std::ifstream in(path);
+  std::stringstream file;
+  file << in.rdbuf();
+  std::remove(path.c_str());
+  rmdir(dir);
+  ASSERT_EQ(child.exitCode, 0) << child.stderrText;
+  // BOOT lines come from the first init only: reopening would have lost them.
+  EXPECT_GE(countLines(file.str(), " coil INFO BOOT "), 1) << file.str();
+  EXPECT_GE(countLines(file.str(), " coil INFO INIT "), 2) << file.str();
+}
+
 }  // namespace
