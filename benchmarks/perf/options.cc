@@ -204,6 +204,11 @@ Options parseOptions(int argc, char** argv) {
     throw UsageError("--predict needs the model's parameters: --model FILE, or --calibrate FILE");
   }
   if (!o.modelPath.empty() && !o.predict) throw UsageError("--model is only used by --predict");
+  if (o.threads > 1 && (o.predict || !o.calibratePath.empty())) {
+    // They force each algorithm through COIL_ALGO, which the threads of a
+    // process would share while they create their communicators.
+    throw UsageError("--calibrate and --predict: one rank per process; use -P instead of -t");
+  }
   if (o.baselineMpi && o.threads > 1) {
     throw UsageError("--baseline mpi: one rank per MPI process; leave -t out");
   }

@@ -97,7 +97,8 @@ TEST(NcclTestsFlags, DashNIsRunCyclesAndForkedProcessesAreDashP) {
 TEST(NcclTestsFlags, RejectsValuesNcclTestsWouldNotMeanHere) {
   for (std::vector<const char*> bad : std::vector<std::vector<const char*>>{
            {"-a", "4"}, {"-m", "0"}, {"-z", "4"}, {"-T", "-1"}, {"-N", "-1"}, {"-t", "0"},
-           {"-g", "2"}, {"-p", "2"}, {"-P", "0"}, {"-G", "-1"}, {"-c", "-1"}, {"--version=1"}}) {
+           {"-g", "2"}, {"-p", "2"}, {"-P", "0"}, {"-G", "-1"}, {"-c", "-1"}, {"--version=1"},
+           {"-t", "2", "--calibrate", "c.txt"}, {"-t", "2", "--baseline", "mpi"}}) {
     EXPECT_THROW(parse(bad), UsageError) << bad[0] << " " << bad.back();
   }
   // One GPU per thread is all a host has: the message says what to use.
