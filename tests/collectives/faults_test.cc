@@ -250,7 +250,10 @@ TEST(Faults, UnreapedDeadPeerIsDetectedOverShm) {
   for (int r = 0; r < 3; ++r) {
     pids[r] = fork();
     ASSERT_GE(pids[r], 0);
-    if (pids[r] != 0) continue;
+    if (pids[r] != 0) {
+      noteForkedRank(pids[r]);
+      continue;
+    }
     coilConfig_t config = COIL_CONFIG_INITIALIZER;
     config.timeoutMs = 30000;
     coilComm_t comm = nullptr;

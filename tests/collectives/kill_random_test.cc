@@ -155,6 +155,7 @@ std::string runTrial(const Trial& t) {
       if (read(fds[0], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) _exit(2);
       runRank(id, r, t, out, r == t.victim ? victimLog[1] : -1);
     }
+    noteForkedRank(pid);
     close(fds[0]);
     idPipes.push_back(fds[1]);
     pids.push_back(pid);

@@ -87,6 +87,12 @@ std::vector<std::string> coilShmEntries();
 
 /// A gtest environment whose TearDown fails if coil left anything in
 /// /dev/shm. Register it once per binary with AddGlobalTestEnvironment.
+/// It judges only segments of this process and of the rank processes it
+/// forked (runProcesses notes them; a test that forks ranks itself calls
+/// noteForkedRank): meson runs other test binaries at the same time, and a
+/// segment of a rank one of them killed a moment ago is theirs to check.
 ::testing::Environment* newShmLeakCheck();
+/// Makes `pid`'s segments count in this binary's leak check.
+void noteForkedRank(pid_t pid);
 
 }  // namespace coil::test
