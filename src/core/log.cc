@@ -84,8 +84,8 @@ const char* subsysName(unsigned s) {
 }  // namespace
 
 bool enabled(Level level, unsigned subsys) {
-  return static_cast<int>(level) <= currentLevel() &&
-         (subsys & gMask.load(std::memory_order_relaxed)) != 0;
+  return shows(level, subsys, static_cast<Level>(currentLevel()),
+               gMask.load(std::memory_order_relaxed));
 }
 
 void write(Level level, unsigned subsys, const std::string& message) {

@@ -3,7 +3,8 @@
 //   COIL_DEBUG=WARN|INFO|TRACE        (default: errors and warnings only)
 //   COIL_DEBUG_SUBSYS=INIT,BOOT,NET,SHM,COLL,TUNE,ALL
 //       default: all but COLL and TUNE, whose lines come once per collective
-//       call (log_settings.h); ^X excludes
+//       call (log_settings.h); ^X excludes. Only INFO and TRACE lines are
+//       filtered: warnings and errors print whatever the subsystem
 //   COIL_DEBUG_FILE=/path/coil-%h-%p.log   (default stderr; log_file.h)
 //
 // Lines are prefixed "host:pid:rank coil LEVEL SUBSYS". The rank is the one

@@ -20,6 +20,14 @@ struct Settings {
   std::string filePattern;  ///< COIL_DEBUG_FILE; empty: stderr
 };
 
+/// Whether a line of `level` in `subsys` is printed under `threshold` and
+/// `mask`. Errors and warnings print whatever the mask (as NCCL's WARN):
+/// the mask only thins out INFO and TRACE, so leaving COLL out of the
+/// default never hides a warning such as the flight recorder's dump.
+constexpr bool shows(Level level, unsigned subsys, Level threshold, unsigned mask) {
+  return level <= threshold && (level <= Level::Warn || (subsys & mask) != 0);
+}
+
 /// Settings for the values of COIL_DEBUG, COIL_DEBUG_SUBSYS and
 /// COIL_DEBUG_FILE (each may be null: unset). Unknown level names keep the
 /// default level; unknown subsystem names select nothing.

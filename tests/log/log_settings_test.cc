@@ -35,6 +35,17 @@ TEST(LogSettings, Levels) {
   EXPECT_EQ(parseSettings(nullptr, nullptr, "/tmp/x-%p").filePattern, "/tmp/x-%p");
 }
 
+TEST(LogSettings, WarningsPrintWhateverTheSubsystemMask) {
+  const Settings s = parseSettings("INFO", nullptr, nullptr);
+  EXPECT_TRUE(shows(Level::Warn, kColl, s.level, s.mask)) << "e.g. the flight recorder's dump";
+  EXPECT_TRUE(shows(Level::Error, kTune, s.level, s.mask));
+  EXPECT_FALSE(shows(Level::Info, kColl, s.level, s.mask));
+  EXPECT_TRUE(shows(Level::Info, kInit, s.level, s.mask));
+  EXPECT_FALSE(shows(Level::Trace, kInit, s.level, s.mask)) << "above the level";
+  EXPECT_TRUE(shows(Level::Warn, kColl, Level::Warn, parseSettings("WARN", "INIT", nullptr).mask));
+  EXPECT_FALSE(shows(Level::Warn, kColl, Level::Error, kAll)) << "COIL_DEBUG=NONE";
+}
+
 TEST(LogFilePath, HostPidAndPercent) {
   EXPECT_EQ(expandLogPath("/tmp/coil-%h-%p.log", "node7", 4242), "/tmp/coil-node7-4242.log");
   EXPECT_EQ(expandLogPath("%p%p", "h", 1), "11");
