@@ -1,8 +1,10 @@
 # shellcheck shell=bash
 # Sourced by tools/quickstart and tools/run-tests (bash, set -euo pipefail).
 #
-# coil_install_deps: installs the Debian packages coil builds and tests
-# with, but only the missing ones, so a machine that has them all never
+# coil_install_deps [EXTRA...]: installs the Debian packages coil builds and
+# tests with, and the EXTRA ones a caller needs besides (tools/quickstart:
+# python3-matplotlib for tools/compare --plot), but only the missing ones,
+# so a machine that has them all never
 # touches apt. Uses sudo only when not root. Waits up to 10 minutes for the
 # dpkg lock (other apt runs, unattended-upgrades) instead of failing.
 #
@@ -17,7 +19,6 @@ COIL_DEB_PACKAGES=(
   libgloo-dev
   iproute2
   python3-dev python3-venv
-  python3-matplotlib      # tools/compare --plot
   clang libclang-rt-dev   # tools/run-fuzz: clang and its libFuzzer runtime
   # tests/rxe (tools/rxe/guest-run): Debian's kernel with Soft-RoCE under qemu
   qemu-system-x86 busybox-static cpio
@@ -26,7 +27,7 @@ COIL_DEB_PACKAGES=(
 
 coil_install_deps() {
   local missing=() pkg
-  for pkg in "${COIL_DEB_PACKAGES[@]}"; do
+  for pkg in "${COIL_DEB_PACKAGES[@]}" "$@"; do
     # dpkg -s succeeds for removed-but-configured packages too; require
     # the "install ok installed" state.
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -34,7 +35,7 @@ coil_install_deps() {
     fi
   done
   if [ "${#missing[@]}" -eq 0 ]; then
-    echo "deps: all ${#COIL_DEB_PACKAGES[@]} Debian packages present"
+    echo "deps: all $((${#COIL_DEB_PACKAGES[@]} + $#)) Debian packages present"
     return 0
   fi
   echo "deps: installing missing packages: ${missing[*]}"
