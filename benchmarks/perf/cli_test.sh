@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # coil_perf's command line end to end: nccl-tests' -t, -N, -m, -z, -a, -G,
-# -g, -P; --version; the row count up front; the progress line on a
+# -g, -T, -P; --version; the row count up front; the progress line on a
 # terminal only.  Usage: cli_test.sh path/to/coil_perf
 set -uo pipefail
 perf="$1"
@@ -32,6 +32,18 @@ check "-P 2 -t 2: nranks 4" grep -q "nranks 4," "$out/p2t2"
 # A terminal gets the progress line (script gives the program one).
 script -qec "$perf ${sweep[*]}" /dev/null > "$out/tty" 2>&1
 check "progress line on a terminal" grep -aq "\[1/4 rows, " "$out/tty"
+
+# -T 2: a rank that never comes fails the wait after 2 s (COIL_TIMEOUT_MS),
+# not after coil's default 30 minutes. Rank 0 of 2 under Slurm's variables,
+# alone.
+port=$((20000 + RANDOM % 20000))
+start=$SECONDS
+SLURM_PROCID=0 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 \
+  "$perf" -T 2 "${sweep[@]}" > "$out/timeout" 2>&1
+status=$?
+check "-T 2: the lone rank fails (status 1)" test "$status" -eq 1
+check "-T 2: within seconds" test $((SECONDS - start)) -lt 20
+check "-T 2: the error says it timed out" grep -q "timed out after" "$out/timeout"
 
 "$perf" --version > "$out/version"
 check "--version" grep -q "^coil_perf [0-9]*\.[0-9]*\.[0-9]* (built with coil.h .*; libcoil " "$out/version"
