@@ -415,10 +415,15 @@ coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newc
 /// COIL_SHRINK_DEFAULT: the parent must be usable and no operation may be in
 /// flight on it; the remaining ranks meet over the parent's connections.
 /// COIL_SHRINK_ABORT: for a parent that failed (a rank died, a peer broke
-/// it): coil first revokes the parent (coilCommRevoke: a call blocked on it
-/// returns), then the remaining ranks meet through a fresh rendezvous hosted
-/// by the lowest remaining rank, whose address all of them derive from the
-/// parent's bootstrap. In both modes the parent stays valid until destroyed.
+/// it) or whose operations must be abandoned: coil first revokes the parent
+/// (as coilCommRevoke: a call blocked on it returns, later calls fail), then
+/// the remaining ranks meet without a word between them: each derives the
+/// same rendezvous from the parent (hosted by the lowest remaining rank at
+/// the address its bootstrap listener had, with a secret only the parent's
+/// ranks can compute). Should another socket have taken that port since,
+/// the lowest rank fails with coilSystemError and the others at their
+/// timeout. In both modes the parent stays valid for coilCommDestroy.
+/// Non-blocking configs work as for coilCommSplit (coilInProgress).
 coilResult_t coilCommShrink(coilComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             coilComm_t* newcomm, coilConfig_t* config, int shrinkFlags);
 

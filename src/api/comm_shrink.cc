@@ -60,9 +60,16 @@ extern "C" coilResult_t coilCommShrink(coilComm_t comm, int* excludeRanksList,
     if (config == nullptr || config->timeoutMs <= 0) opts.timeoutMs = c.options().timeoutMs;
     if (opts.name.empty()) opts.name = c.options().name;
     if (opts.transport.empty()) opts.transport = c.options().transport;
-    if (shrinkFlags == COIL_SHRINK_ABORT)
-      fail(coilInvalidUsage, "COIL_SHRINK_ABORT is not supported yet");
-    const SplitPlan plan = c.planShrink(excluded);
+    SplitPlan plan;
+    if (shrinkFlags == COIL_SHRINK_ABORT) {
+      // As coilCommRevoke: a call blocked on the parent returns, peers see
+      // its connections close; then the remaining ranks meet anew.
+      comm->abortFlag.store(true);
+      c.closeAll();
+      plan = c.planShrinkAfterAbort(excluded);
+    } else {
+      plan = c.planShrink(excluded);
+    }
     mode = api::initModeFor(api::isBlocking(config), false);
     *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, opts, mode);
   });

@@ -93,6 +93,7 @@ class RingBootstrap final : public Bootstrap {
     Socket listener;
     std::vector<SocketAddress> table = rendezvous(id, deadline, &listener);
     if (nranks_ > 1) formRing(listener, table, deadline);
+    listeners_ = std::move(table);
     COIL_INFO(kBoot, who_, "ready", nranks_ > 1 ? "; ring connected: next " + nextName_ +
                                                       ", previous " + prevName_
                                                 : std::string(" (single rank, no ring)"));
@@ -102,6 +103,9 @@ class RingBootstrap final : public Bootstrap {
   int nranks() const override { return nranks_; }
   const uint8_t* secret() const override { return secret_; }
   SocketAddress localAddress() const override { return local_; }
+  SocketAddress listenerOf(int rank) const override {
+    return listeners_.at(static_cast<size_t>(rank));
+  }
   void setDeadline(const Deadline& deadline) override {
     explicitDeadline_ = deadline;
     hasExplicitDeadline_ = true;
@@ -329,6 +333,7 @@ class RingBootstrap final : public Bootstrap {
   SocketAddress local_;
   Socket next_, prev_;
   std::string nextName_, prevName_;
+  std::vector<SocketAddress> listeners_;  // every rank's ring listener (the root's table)
   Deadline explicitDeadline_;
   bool hasExplicitDeadline_ = false;
   std::atomic<bool> closed_{false};

@@ -103,6 +103,10 @@ class Bootstrap : public transport::OutOfBand {
   /// Deadline used for bootstrap operations after create(). Until it is
   /// called, each operation gets a fresh deadline as long as create()'s.
   virtual void setDeadline(const Deadline& deadline) = 0;
+  /// Where `rank` listened to form the ring (the root's table). That
+  /// listener is closed by now, but every rank knows the address: after a
+  /// failure coilCommShrink's abort mode meets there again (shrink.cc).
+  virtual SocketAddress listenerOf(int rank) const = 0;
   /// As close(), after a failure: first a one-byte notice to the previous
   /// rank, which never reads from this rank otherwise, so that it fails even
   /// while it waits on someone else (sendRecvAll's watchTo). What breaks a

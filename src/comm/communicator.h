@@ -128,6 +128,10 @@ class Communicator {
   /// the lowest remaining rank hosts the child's rendezvous and sends its
   /// id to the others over this communicator's connections.
   SplitPlan planShrink(const std::vector<int>& excluded);
+  /// coilCommShrink with COIL_SHRINK_ABORT, on a communicator the caller
+  /// has closed (closeAll): local, no message; every remaining rank derives
+  /// the same rendezvous, hosted by the lowest of them (shrink.cc).
+  SplitPlan planShrinkAfterAbort(const std::vector<int>& excluded);
   /// The links a child of `plan` borrows (splitShare=1); from now on this
   /// communicator's operations claim their links (link_set.h).
   SharedLinks sharedLinksFor(const SplitPlan& plan) const;
@@ -219,6 +223,7 @@ class Communicator {
   std::map<int, PreMulSum> preMulOps_;
   std::vector<uint8_t> reduceScratch_;  // tree reduce: accumulation on non-root ranks
   int nextOp_ = coilNumOps;
+  uint32_t abortShrinks_ = 0;  // planShrinkAfterAbort calls: each derives another rendezvous
   std::atomic<coilResult_t> asyncError_{coilSuccess};
   std::mutex closeMutex_;
   bool closed_ = false;

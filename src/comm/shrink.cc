@@ -7,6 +7,16 @@
 // each of the others, point to point, together with a hash of the excluded
 // list, so ranks that disagree about the list fail instead of meeting in
 // different communicators.
+//
+// After a failure (COIL_SHRINK_ABORT) those connections are closed, and a
+// dead rank may sit anywhere on the ring. The remaining ranks then meet
+// without exchanging anything first: each derives the same id on its own.
+// The root is the lowest remaining rank, at the address its ring listener
+// had (every rank got it from the parent's root; the listener itself closed
+// once the ring formed, so the port is free for the new root), and the
+// secret and nonce are a hash of the parent's secret, how many abort-mode
+// shrinks this rank made of the parent, and the excluded list. Ranks that
+// disagree on the list derive different secrets and fail to authenticate.
 #include <algorithm>
 #include <cstring>
 
@@ -65,6 +75,30 @@ SplitPlan Communicator::planShrink(const std::vector<int>& excluded) {
          leader, ", which hosts the new communicator's rendezvous, excludes other ranks than "
          "this one)");
   plan.id = decodeUniqueId(notice.id);
+  return plan;
+}
+
+SplitPlan Communicator::planShrinkAfterAbort(const std::vector<int>& excluded) {
+  SplitPlan plan;
+  plan.member = true;
+  plan.parentRanks = shrinkMembers(nranks_, excluded);
+  plan.nranks = static_cast<int>(plan.parentRanks.size());
+  plan.rank = static_cast<int>(
+      std::find(plan.parentRanks.begin(), plan.parentRanks.end(), rank_) - plan.parentRanks.begin());
+  std::vector<int> sorted = excluded;
+  std::sort(sorted.begin(), sorted.end());
+  const uint32_t generation = ++abortShrinks_;
+  Sha256 h;
+  h.update("coil-shrink-after-abort");
+  h.update(bootstrap_->secret(), 16);
+  h.update(&generation, sizeof generation);
+  h.update(sorted.data(), sorted.size() * sizeof(int));
+  const Sha256Digest digest = h.finish();
+  UniqueIdData& id = plan.id;
+  id.root = bootstrap_->listenerOf(plan.parentRanks.front());
+  std::memcpy(id.secret, digest.data(), sizeof id.secret);
+  std::memcpy(&id.nonce, digest.data() + sizeof id.secret, sizeof id.nonce);
+  id.rootHostedByRank0 = true;  // the new rank 0, the lowest remaining rank, starts it
   return plan;
 }
 

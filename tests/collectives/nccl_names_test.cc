@@ -189,6 +189,66 @@ INSTANTIATE_TEST_SUITE_P(, Ranks,
                                   std::to_string(std::get<0>(info.param));
                          });
 
+// COIL_SHRINK_ABORT after a rank died: the survivors' parent is broken (its
+// connections cannot carry the new rendezvous), yet they meet again, with
+// the dead rank anywhere (rank 0 included, whose successor then hosts).
+struct AbortCase {
+  int nranks;
+  int victim;
+  const char* transport;
+};
+
+class ShrinkAbort : public ::testing::TestWithParam<AbortCase> {};
+
+TEST_P(ShrinkAbort, SurvivorsOfADeadRankFormANewCommunicator) {
+  const AbortCase p = GetParam();
+  runRanksRaw({p.nranks, Launch::Processes, p.transport}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t parent = initWithTimeout(id, p.nranks, rank, 10000);
+    ASSERT_NE(parent, nullptr);
+    // The victim dies without a word once its part of a first all-reduce is
+    // done: the others may or may not have finished theirs, but the next
+    // one cannot complete anywhere.
+    int one = 1, all = 0;
+    const coilResult_t first = coilAllReduce(&one, &all, 1, coilInt32, coilSum, parent, nullptr);
+    if (rank == p.victim) _exit(0);
+    if (first == coilSuccess) {
+      EXPECT_EQ(all, p.nranks);
+      std::vector<float> x(1 << 16, 1.0f);
+      EXPECT_NE(coilAllReduce(x.data(), x.data(), x.size(), coilFloat, coilSum, parent, nullptr),
+                coilSuccess);
+    }
+    int excluded[1] = {p.victim};
+    coilComm_t child = nullptr;
+    const auto t0 = Clock::now();
+    ASSERT_EQ(coilCommShrink(parent, excluded, 1, &child, nullptr, COIL_SHRINK_ABORT), coilSuccess)
+        << lastError(parent);
+    int size = 0, childRank = -1;
+    ASSERT_EQ(coilCommCount(child, &size), coilSuccess);
+    ASSERT_EQ(coilCommUserRank(child, &childRank), coilSuccess);
+    EXPECT_EQ(size, p.nranks - 1);
+    EXPECT_EQ(childRank, rank < p.victim ? rank : rank - 1);
+    std::vector<int64_t> v(10000, rank), sum(10000);
+    ASSERT_EQ(coilAllReduce(v.data(), sum.data(), v.size(), coilInt64, coilSum, child, nullptr),
+              coilSuccess)
+        << lastError(child);
+    EXPECT_EQ(sum[9999], int64_t{p.nranks} * (p.nranks - 1) / 2 - p.victim);
+    EXPECT_LT(secondsSince(t0), 10.0);
+    // The parent stays revoked: it fails at once, and is still destroyed normally.
+    EXPECT_NE(coilAllReduce(&one, &all, 1, coilInt32, coilSum, parent, nullptr), coilSuccess);
+    EXPECT_EQ(coilCommDestroy(child), coilSuccess);
+    EXPECT_EQ(coilCommDestroy(parent), coilSuccess);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, ShrinkAbort,
+                         ::testing::Values(AbortCase{3, 0, "shm"}, AbortCase{3, 2, "tcp"},
+                                           AbortCase{5, 2, "tcp"}, AbortCase{5, 0, "shm"}),
+                         [](const auto& info) {
+                           return std::string(info.param.transport) + "_" +
+                                  std::to_string(info.param.nranks) + "_victim" +
+                                  std::to_string(info.param.victim);
+                         });
+
 TEST(Config, V3FieldsAreChecked) {
   coilUniqueId id;
   ASSERT_EQ(coilGetUniqueId(&id), coilSuccess);
