@@ -165,7 +165,8 @@ coilResult_t coilGetUniqueId(coilUniqueId* uniqueId);
 
 /// Creates the communicator of rank `rank` (0 <= rank < nranks). Every rank
 /// must call it with the same id and nranks; it blocks until all have joined
-/// or the timeout passes.
+/// or the timeout passes. Inside coilGroupStart/End the wait moves to
+/// coilGroupEnd (see coilCommInitRankConfig).
 coilResult_t coilCommInitRank(coilComm_t* comm, int nranks, coilUniqueId commId, int rank);
 
 /// As coilCommInitRank, with options. config may be NULL (defaults).
@@ -346,7 +347,9 @@ coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream);
 /// group progress concurrently, so no order of them deadlocks; operations on
 /// several communicators (coilCommInitAll) run concurrently too. Groups nest;
 /// only the outermost coilGroupEnd issues. Errors of queued calls are
-/// returned by coilGroupEnd.
+/// returned by coilGroupEnd. Inits made in the group run first, together
+/// (coilCommInitRankConfig); coilGroupEnd returns coilInProgress when some
+/// of them are non-blocking and still running.
 coilResult_t coilGroupStart(void);
 coilResult_t coilGroupEnd(void);
 

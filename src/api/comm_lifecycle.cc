@@ -40,33 +40,33 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) 
 
 coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
                        InitMode mode, SharedLinks share) {
-    auto h = std::make_unique<coilComm>();
-    h->rank = rank;
-    h->nranks = nranks;
-    registerHandle(h.get());  // live from the start: init records its errors on it
-    coilComm* raw = h.get();
-    if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
-      // Runs at the outermost coilGroupEnd (group.h). The handle is handed
-      // out now, failed or not, and the caller destroys it either way.
-      auto links = std::make_shared<SharedLinks>(std::move(share));
-      enqueueInit({raw, mode == InitMode::kDeferredBlocking,
-                   [raw, id, opts, links] { runInit(raw, id, opts, std::move(*links)); }});
-    } else if (mode == InitMode::kBlocking) {
-      runInit(raw, id, opts, std::move(share));
-      if (h->initState.load() != coilSuccess) {
-        const coilResult_t state = h->initState.load();
-        const std::string msg = h->lastError;  // "coilCommInitRank: <why>"
-        const size_t colon = msg.find(": ");
-        retire(raw);
-        bury(h.release());  // never handed out; its shell goes to quarantine
-        fail(state, colon == std::string::npos ? msg : msg.substr(colon + 2));
-      }
-    } else {
-      h->initThread = std::thread([raw, id, opts, share = std::move(share)]() mutable {
-        runInit(raw, id, opts, std::move(share));
-      });
+  auto h = std::make_unique<coilComm>();
+  h->rank = rank;
+  h->nranks = nranks;
+  registerHandle(h.get());  // live from the start: init records its errors on it
+  coilComm* raw = h.get();
+  if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
+    // Runs at the outermost coilGroupEnd (group.h). The handle is handed
+    // out now, failed or not, and the caller destroys it either way.
+    auto links = std::make_shared<SharedLinks>(std::move(share));
+    enqueueInit({raw, mode == InitMode::kDeferredBlocking,
+                 [raw, id, opts, links] { runInit(raw, id, opts, std::move(*links)); }});
+  } else if (mode == InitMode::kBlocking) {
+    runInit(raw, id, opts, std::move(share));
+    if (h->initState.load() != coilSuccess) {
+      const coilResult_t state = h->initState.load();
+      const std::string msg = h->lastError;  // "coilCommInitRank: <why>"
+      const size_t colon = msg.find(": ");
+      retire(raw);
+      bury(h.release());  // never handed out; its shell goes to quarantine
+      fail(state, colon == std::string::npos ? msg : msg.substr(colon + 2));
     }
-    return h.release();
+  } else {
+    h->initThread = std::thread([raw, id, opts, share = std::move(share)]() mutable {
+      runInit(raw, id, opts, std::move(share));
+    });
+  }
+  return h.release();
 }
 
 InitMode initModeFor(bool blocking, bool deferrable) {
