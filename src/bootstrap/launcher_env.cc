@@ -55,6 +55,17 @@ std::string required(const LauncherVars& l, const char* var) {
   return *v;
 }
 
+SocketAddress masterAddress(const LauncherVars& l, int64_t port) {
+  std::string host = required(l, "MASTER_ADDR");
+  bool ipv6Literal = host.find(':') != std::string::npos && host.front() != '[';
+  std::string text = (ipv6Literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  try {
+    return SocketAddress::parse(text);
+  } catch (const Error& e) {
+    fail(coilInvalidUsage, l.style, ": MASTER_ADDR/MASTER_PORT: ", e.what());
+  }
+}
+
 SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
   if (auto commId = env::get("COIL_COMM_ID")) {
     try {
@@ -63,7 +74,6 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
       fail(coilInvalidUsage, "COIL_COMM_ID: ", e.what());
     }
   }
-  std::string host = required(l, "MASTER_ADDR");
   int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
   if (underTorchElastic) {
     // torchrun's own store listens on MASTER_PORT; the root takes the next.
@@ -72,13 +82,22 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
            "(it uses MASTER_PORT+1 under torchrun); set COIL_COMM_ID=host:port");
     ++port;
   }
-  bool ipv6Literal = host.find(':') != std::string::npos && host.front() != '[';
-  std::string text = (ipv6Literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  try {
-    return SocketAddress::parse(text);
-  } catch (const Error& e) {
-    fail(coilInvalidUsage, l.style, ": MASTER_ADDR/MASTER_PORT: ", e.what());
-  }
+  return masterAddress(l, port);
+}
+
+// torchrun's agent hosts a TCPStore on MASTER_PORT and tells its workers
+// to use it (TORCHELASTIC_USE_AGENT_STORE=True, the default). Exchanging
+// the id there needs no port of our own next to it. COIL_COMM_ID, when
+// set, names a root instead.
+std::optional<StoreRendezvous> agentStore(const LauncherVars& l) {
+  const std::string use = env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("");
+  if (use != "True" && use != "true" && use != "1") return std::nullopt;
+  if (env::get("COIL_COMM_ID")) return std::nullopt;
+  StoreRendezvous store;
+  store.store = masterAddress(l, requiredInt(l, "MASTER_PORT", 1, 65535));
+  store.keyPrefix = "/coil/" + env::get("TORCHELASTIC_RUN_ID").value_or("") + "/" +
+                    env::get("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  return store;
 }
 
 }  // namespace
@@ -108,6 +127,10 @@ LaunchInfo readLauncherEnv() {
     fail(coilInvalidUsage, l->style, ": ", e.what());
   }
   const bool underTorchElastic = l == &kTorchrun && env::get("TORCHELASTIC_RUN_ID").has_value();
+  if (underTorchElastic) {
+    info.store = agentStore(*l);
+    if (info.store) return info;
+  }
   SocketAddress root = rootAddress(*l, underTorchElastic);
   info.id = uniqueIdForFixedRoot(root, env::get(l->jobKeyVar).value_or(""));
   return info;

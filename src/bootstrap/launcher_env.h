@@ -3,25 +3,38 @@
 // variables torchrun, Open MPI's mpirun or Slurm's srun set.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "bootstrap/bootstrap.h"
 
 namespace coil {
 
+/// Where torchrun's agent keeps its store, and the key prefix under which
+/// rank 0 publishes coil's unique id (store_rendezvous.h).
+struct StoreRendezvous {
+  SocketAddress store;
+  std::string keyPrefix;  // "/coil/<TORCHELASTIC_RUN_ID>/<TORCHELASTIC_RESTART_COUNT>"
+};
+
 struct LaunchInfo {
   int rank = -1;
   int nranks = 0;
   int localRank = -1;    // rank among the processes on this host; -1: not told
   UniqueIdData id;       // fixed root (rootHostedByRank0): rank 0 hosts it
+  /// Set instead of `id` under torchrun with the agent's store: the id is
+  /// exchanged through that store.
+  std::optional<StoreRendezvous> store;
   std::string launcher;  // "torchrun", "Open MPI" or "Slurm"
 };
 
 /// Reads the launcher's environment. Detection order:
 ///  - torchrun (RANK or WORLD_SIZE set): RANK, WORLD_SIZE, LOCAL_RANK
 ///    (optional), MASTER_ADDR, MASTER_PORT. Under torchrun proper
-///    (TORCHELASTIC_RUN_ID set) the agent's store already listens on
-///    MASTER_PORT, so the root uses MASTER_PORT+1; job key TORCHELASTIC_RUN_ID.
+///    (TORCHELASTIC_RUN_ID set) the agent's store listens on MASTER_PORT:
+///    with TORCHELASTIC_USE_AGENT_STORE=True (torchrun's default) the id is
+///    exchanged through that store (`store` is set); otherwise the root
+///    uses MASTER_PORT+1; job key TORCHELASTIC_RUN_ID.
 ///  - Open MPI (OMPI_COMM_WORLD_RANK or _SIZE set): OMPI_COMM_WORLD_RANK,
 ///    OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK (optional),
 ///    MASTER_ADDR, MASTER_PORT; job key OMPI_MCA_ess_base_jobid.

@@ -287,7 +287,18 @@ UniqueIdData startRoot(const SocketAddress& bindAddress, int64_t timeoutMs) {
 }
 
 void startRootAt(const UniqueIdData& id, int64_t timeoutMs) {
-  launch(listenForRoot(id.root), id, timeoutMs);
+  Socket listener;
+  try {
+    listener = Socket::listen(id.root);
+  } catch (const Error& e) {
+    // A fixed address comes from the launch's variables: say which, and
+    // how to pick another.
+    fail(coilSystemError, "cannot start the rendezvous root at the launch's fixed address: ",
+         e.what(), " (the address is COIL_COMM_ID if set, else MASTER_ADDR:MASTER_PORT, or "
+         "MASTER_PORT+1 under torchrun without its agent store; set COIL_COMM_ID=host:port to "
+         "a free port, or give torchrun another --master-port)");
+  }
+  launch(std::move(listener), id, timeoutMs);
 }
 
 void withdrawRoot(const UniqueIdData& id) { localRoots().withdraw(id.nonce); }

@@ -130,11 +130,13 @@ UniqueIdData uniqueIdForFixedRoot(const SocketAddress& root, const std::string& 
   return data;
 }
 
+int64_t rootTimeoutMsFromEnv() {
+  return env::getInt("COIL_TIMEOUT_MS", 1, INT64_MAX / 2).value_or(kDefaultRootTimeoutMs);
+}
+
 UniqueIdData makeLocalUniqueId() {
   SocketAddress bind = SocketAddress::parse("127.0.0.1:0");
-  int64_t timeoutMs =
-      env::getInt("COIL_TIMEOUT_MS", 1, INT64_MAX / 2).value_or(kDefaultRootTimeoutMs);
-  return startRoot(bind, timeoutMs);
+  return startRoot(bind, rootTimeoutMsFromEnv());
 }
 
 UniqueIdData makeUniqueId() {
@@ -155,9 +157,7 @@ UniqueIdData makeUniqueId() {
   else
     bind = defaultRootAddress();
   bind.setPort(0);
-  int64_t timeoutMs =
-      env::getInt("COIL_TIMEOUT_MS", 1, INT64_MAX / 2).value_or(kDefaultRootTimeoutMs);
-  return startRoot(bind, timeoutMs);
+  return startRoot(bind, rootTimeoutMsFromEnv());
 }
 
 }  // namespace coil

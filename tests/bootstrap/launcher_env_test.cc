@@ -18,6 +18,7 @@ std::vector<std::string> launcherVars() {
   std::vector<std::string> v = test::bootstrapVars();
   for (const char* n :
        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
         "OMPI_MCA_ess_base_jobid", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
         "SLURM_JOB_ID"})
@@ -64,6 +65,34 @@ TEST(LauncherEnv, UnderTorchElasticTheRootTakesMasterPortPlusOne) {
   env.set("MASTER_PORT", "65535");
   std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
   EXPECT_NE(m.find("MASTER_PORT"), std::string::npos) << m;
+}
+
+// torchrun's default: the agent's store on MASTER_PORT carries the id.
+TEST(LauncherEnv, UnderTorchrunWithTheAgentStoreTheIdGoesThroughTheStore) {
+  test::EnvGuard env(launcherVars());
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "29500");
+  env.set("TORCHELASTIC_RUN_ID", "run-42");
+  env.set("TORCHELASTIC_RESTART_COUNT", "2");
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  LaunchInfo info = readLauncherEnv();
+  ASSERT_TRUE(info.store.has_value());
+  EXPECT_EQ(info.store->store.toString(), "127.0.0.1:29500");
+  EXPECT_EQ(info.store->keyPrefix, "/coil/run-42/2");
+  EXPECT_EQ(info.rank, 1);
+  // COIL_COMM_ID still names a root instead.
+  env.set("COIL_COMM_ID", "127.0.0.1:6000");
+  info = readLauncherEnv();
+  EXPECT_FALSE(info.store.has_value());
+  EXPECT_EQ(info.id.root.port(), 6000);
+  // Without the agent's store, the root takes MASTER_PORT+1 as before.
+  unsetenv("COIL_COMM_ID");  // the guard restores it
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  info = readLauncherEnv();
+  EXPECT_FALSE(info.store.has_value());
+  EXPECT_EQ(info.id.root.port(), 29501);
 }
 
 TEST(LauncherEnv, OpenMpi) {

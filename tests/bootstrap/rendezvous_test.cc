@@ -382,6 +382,25 @@ TEST(Rendezvous, OperationsUseTheirDeadline) {
 namespace coil {
 namespace {
 
+// Rank 0 of a launch hosts the root at a fixed address (COIL_COMM_ID or
+// MASTER_ADDR:MASTER_PORT). When that port is taken the error says where
+// the address came from and how to choose another.
+TEST(Rendezvous, AFixedRootAddressInUseSaysHowToChooseAnother) {
+  test::EnvGuard env(test::bootstrapVars());
+  Socket squatter = Socket::listen(loopback());
+  const UniqueIdData id = uniqueIdForFixedRoot(squatter.localAddress(), "job");
+  std::string message;
+  try {
+    Bootstrap::create(id, 0, 2, Deadline::after(5000), nullptr);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), coilSystemError);
+    message = e.what();
+  }
+  EXPECT_NE(message.find(squatter.localAddress().toString()), std::string::npos) << message;
+  EXPECT_NE(message.find("COIL_COMM_ID"), std::string::npos) << message;
+  EXPECT_NE(message.find("--master-port"), std::string::npos) << message;
+}
+
 // A rank died after it joined, and another process now listens on its port
 // without ever answering (ports are reused; under load it happens): its
 // ring neighbour connects there and must not wait for its whole deadline

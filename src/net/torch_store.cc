@@ -1,0 +1,101 @@
+#include "net/torch_store.h"
+
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace coil {
+namespace {
+
+// torch's QueryType values, and the answers we read.
+enum class Query : uint8_t { kValidate = 0, kSet = 1, kGet = 3, kWait = 6, kPing = 13 };
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+constexpr uint8_t kStopWaiting = 0;
+// A value we would never store: a larger length means we lost the framing.
+constexpr uint64_t kMaxValueBytes = 1 << 20;
+
+// Builds one query in torch's framing (host byte order: torch writes its
+// integers raw, and both ends of a store run little-endian machines).
+class QueryBuilder {
+ public:
+  explicit QueryBuilder(Query type) { bytes_.push_back(static_cast<uint8_t>(type)); }
+  template <typename T>
+  QueryBuilder& value(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    bytes_.insert(bytes_.end(), p, p + sizeof v);
+    return *this;
+  }
+  QueryBuilder& bytes(const void* data, size_t n) {
+    value<uint64_t>(n);
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes_.insert(bytes_.end(), p, p + n);
+    return *this;
+  }
+  QueryBuilder& string(const std::string& s) { return bytes(s.data(), s.size()); }
+  const std::vector<uint8_t>& done() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace
+
+TorchStoreClient TorchStoreClient::connect(const SocketAddress& address,
+                                           const Deadline& deadline) {
+  TorchStoreClient client(Socket::connect(address, deadline), address);
+  std::random_device entropy;
+  const uint32_t nonce = entropy();
+  client.send(QueryBuilder(Query::kValidate).value(kValidationMagic).done(), deadline);
+  client.send(QueryBuilder(Query::kPing).value(nonce).done(), deadline);
+  uint32_t echo = 0;
+  client.receive(&echo, sizeof echo, deadline);
+  if (echo != nonce)
+    fail(coilRemoteError, client.name(), " answered our ping with ", echo, " instead of ", nonce,
+         ": it does not speak torch's TCPStore protocol (is MASTER_PORT the port of torchrun's "
+         "store?); set COIL_COMM_ID=host:port to name a rendezvous root instead");
+  return client;
+}
+
+void TorchStoreClient::set(const std::string& key, const std::vector<uint8_t>& value,
+                           const Deadline& deadline) {
+  send(QueryBuilder(Query::kSet).string(key).bytes(value.data(), value.size()).done(), deadline);
+}
+
+std::vector<uint8_t> TorchStoreClient::waitAndGet(const std::string& key,
+                                                  const Deadline& deadline) {
+  // WAIT answers once the key exists. At our deadline we just close the
+  // connection: the server forgets the waits of a closed connection.
+  send(QueryBuilder(Query::kWait).value<uint64_t>(1).string(key).done(), deadline);
+  uint8_t answer = 0xff;
+  try {
+    receive(&answer, 1, deadline);
+  } catch (const Error& e) {
+    if (e.code() != coilTimeout) throw;
+    fail(coilTimeout, "no rank set '", key, "' in ", name(), " within ", deadline.totalMs(),
+         " ms (rank 0 publishes coil's unique id there: did it start, and call "
+         "coilCommInitFromEnv as often as this rank?)");
+  }
+  if (answer != kStopWaiting)
+    fail(coilRemoteError, name(), " answered WAIT for '", key, "' with ", int{answer});
+  send(QueryBuilder(Query::kGet).string(key).done(), deadline);
+  uint64_t length = 0;
+  receive(&length, sizeof length, deadline);
+  if (length > kMaxValueBytes)
+    fail(coilRemoteError, name(), " sent a value of ", length, " bytes for '", key, "'");
+  std::vector<uint8_t> value(length);
+  receive(value.data(), value.size(), deadline);
+  return value;
+}
+
+void TorchStoreClient::send(const std::vector<uint8_t>& query, const Deadline& deadline) {
+  const std::string peer = name();
+  socket_.sendAll(query.data(), query.size(), deadline, nullptr, peer.c_str());
+}
+
+void TorchStoreClient::receive(void* data, size_t bytes, const Deadline& deadline) {
+  const std::string peer = name();
+  socket_.recvAll(data, bytes, deadline, nullptr, peer.c_str());
+}
+
+}  // namespace coil
