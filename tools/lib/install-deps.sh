@@ -71,8 +71,16 @@ coil_phase_end() {
 
 # coil_configure DIR: meson setup DIR (release), or reconfigure it if it
 # already exists, so a checkout that moved on still builds.
+# The one torch venv every tool uses (tools/lib/torch-venv.sh makes it; a
+# clean clone reuses it). Configuring with it, when it exists, is what keeps
+# a reconfigure (tools/quickstart after tools/run-tests) from dropping the
+# torch adapter of an existing build.
 coil_configure() {
   local dir="$1"
+  export COIL_TORCH_VENV="${COIL_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/coil/torch-venv}"
+  if [ -z "${COIL_TORCH_PYTHON:-}" ] && [ -x "$COIL_TORCH_VENV/bin/python3" ]; then
+    export COIL_TORCH_PYTHON="$COIL_TORCH_VENV/bin/python3"
+  fi
   if [ -f "$dir/build.ninja" ]; then
     meson setup --reconfigure "$dir" --buildtype=release
   else

@@ -3,7 +3,7 @@
 # adapter (src/torch, python/coil_torch) is built and tested with, and
 # prints the torch version it holds.
 #
-#   tools/lib/torch-venv.sh            # run it: creates <repo>/.venv if needed
+#   tools/lib/torch-venv.sh            # run it: creates the venv if needed
 #   source tools/lib/torch-venv.sh     # or source it and call coil_torch_venv
 #
 # Idempotent and quick when done: if the venv's python already imports
@@ -15,7 +15,10 @@
 # on machines without a GPU.
 #
 # Environment:
-#   COIL_TORCH_VENV    where the venv lives        (default: <repo>/.venv)
+#   COIL_TORCH_VENV    where the venv lives        (default:
+#                      ${XDG_CACHE_HOME:-~/.cache}/coil/torch-venv, outside
+#                      any checkout: one copy of torch's few GB for every
+#                      clone, tools/run-tests and meson's own search alike)
 #   COIL_VENV_BASE_PYTHON  the interpreter it is made from (default: /usr/bin/python3)
 #
 # Exit status: 0 with "torch-venv: torch X.Y.Z in DIR" on stdout; non-zero
@@ -24,7 +27,8 @@
 coil_torch_venv() {
   local repo venv base_python py
   repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  venv="${COIL_TORCH_VENV:-$repo/.venv}"
+  venv="${COIL_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/coil/torch-venv}"
+  mkdir -p "$(dirname "$venv")"
   base_python="${COIL_VENV_BASE_PYTHON:-/usr/bin/python3}"
   py="$venv/bin/python3"
 
