@@ -32,6 +32,15 @@ struct ShrinkNotice {
   uint8_t excludedHash[16];
 };
 
+// A hash of the sorted excluded list (which may be empty: nothing excluded).
+Sha256Digest excludedDigest(const std::vector<int>& sorted) {
+  Sha256 h;
+  const uint64_t count = sorted.size();
+  h.update(&count, sizeof count);
+  for (int r : sorted) h.update(&r, sizeof r);
+  return h.finish();
+}
+
 }  // namespace
 
 std::vector<int> shrinkMembers(int nranks, const std::vector<int>& excluded) {
@@ -53,7 +62,7 @@ SplitPlan Communicator::planShrink(const std::vector<int>& excluded) {
       std::find(plan.parentRanks.begin(), plan.parentRanks.end(), rank_) - plan.parentRanks.begin());
   std::vector<int> sorted = excluded;
   std::sort(sorted.begin(), sorted.end());
-  const Sha256Digest digest = sha256(sorted.data(), sorted.size() * sizeof(int));
+  const Sha256Digest digest = excludedDigest(sorted);
 
   ShrinkNotice notice;
   std::memset(&notice, 0, sizeof notice);
@@ -92,7 +101,8 @@ SplitPlan Communicator::planShrinkAfterAbort(const std::vector<int>& excluded) {
   h.update("coil-shrink-after-abort");
   h.update(bootstrap_->secret(), 16);
   h.update(&generation, sizeof generation);
-  h.update(sorted.data(), sorted.size() * sizeof(int));
+  const Sha256Digest excludedHash = excludedDigest(sorted);
+  h.update(excludedHash.data(), excludedHash.size());
   const Sha256Digest digest = h.finish();
   UniqueIdData& id = plan.id;
   id.root = bootstrap_->listenerOf(plan.parentRanks.front());

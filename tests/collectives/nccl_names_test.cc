@@ -78,15 +78,23 @@ TEST_P(Ranks, BcastIsInPlaceBroadcast) {
 
 TEST_P(Ranks, ScalableInitWithSeveralIds) {
   const int n = this->n();
-  // Two ids, as NCCL programs make them on two ranks; here both in the test
-  // process, which hosts both roots: the unused one is withdrawn.
-  std::vector<coilUniqueId> ids(2);
-  for (auto& id : ids) ASSERT_EQ(coilGetUniqueId(&id), coilSuccess);
-  runRanksRaw(setup(), [&](const coilUniqueId&, int rank) {
+  // Two ids, as NCCL programs make them on two ranks: the harness's, and
+  // one made here. The test process hosts both roots; the ranks meet at the
+  // first, and the second is withdrawn where it lives in the caller's
+  // process (ranks as threads). With ranks as processes it lives on in this
+  // one, so it gets a short deadline: no root thread outlasts the test (a
+  // thread left polling makes a later fork crash under ASan).
+  coilUniqueId second;
+  {
+    ScopedEnv shortRoot("COIL_TIMEOUT_MS", "3000");
+    ASSERT_EQ(coilGetUniqueId(&second), coilSuccess);
+  }
+  runRanksRaw(setup(), [&](const coilUniqueId& first, int rank) {
+    coilUniqueId ids[2] = {first, second};
     coilConfig_t config = COIL_CONFIG_INITIALIZER;
     config.timeoutMs = kTimeoutMs;
     coilComm_t comm = nullptr;
-    ASSERT_EQ(coilCommInitRankScalable(&comm, n, rank, 2, ids.data(), &config), coilSuccess)
+    ASSERT_EQ(coilCommInitRankScalable(&comm, n, rank, 2, ids, &config), coilSuccess)
         << lastError();
     int64_t v = int64_t{1} << rank, sum = 0;
     ASSERT_EQ(coilAllReduce(&v, &sum, 1, coilInt64, coilSum, comm, nullptr), coilSuccess);
@@ -94,7 +102,7 @@ TEST_P(Ranks, ScalableInitWithSeveralIds) {
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
   coilComm_t comm = nullptr;
-  EXPECT_EQ(coilCommInitRankScalable(&comm, n, 0, 0, ids.data(), nullptr), coilInvalidArgument);
+  EXPECT_EQ(coilCommInitRankScalable(&comm, n, 0, 0, &second, nullptr), coilInvalidArgument);
   EXPECT_NE(lastError().find("nId must be >= 1"), std::string::npos) << lastError();
   EXPECT_EQ(coilCommInitRankScalable(&comm, n, 0, 1, nullptr, nullptr), coilInvalidArgument);
 }

@@ -88,9 +88,8 @@ static int runRank(int myRank, int nRanks, ncclUniqueId* ids) {
 
 int main(int argc, char* argv[]) {
   const int nRanks = argc > 1 ? atoi(argv[1]) : 4;
-  /* The launcher's part: make the ids, start the ranks, hand them the ids. */
-  ncclUniqueId ids[1 + NIDS];
-  for (int i = 0; i < 1 + NIDS; ++i) NCCLCHECK(ncclGetUniqueId(&ids[i]));
+  /* The launcher's part: start the ranks, then make the ids and hand them
+   * over. (Forking first, as MPI would: ncclGetUniqueId starts a thread.) */
   int fds[2];
   if (pipe(fds) != 0) return EXIT_FAILURE;
   for (int r = 1; r < nRanks; ++r)
@@ -99,6 +98,8 @@ int main(int argc, char* argv[]) {
       if (read(fds[0], got, sizeof got) != (ssize_t)sizeof got) _exit(EXIT_FAILURE);
       _exit(runRank(r, nRanks, got) ? EXIT_FAILURE : EXIT_SUCCESS);
     }
+  ncclUniqueId ids[1 + NIDS];
+  for (int i = 0; i < 1 + NIDS; ++i) NCCLCHECK(ncclGetUniqueId(&ids[i]));
   for (int r = 1; r < nRanks; ++r)
     if (write(fds[1], ids, sizeof ids) != (ssize_t)sizeof ids) return EXIT_FAILURE;
   int errors = runRank(0, nRanks, ids);
