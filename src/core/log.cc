@@ -84,8 +84,12 @@ const char* subsysName(unsigned s) {
 }  // namespace
 
 bool enabled(Level level, unsigned subsys) {
-  return shows(level, subsys, static_cast<Level>(currentLevel()),
-               gMask.load(std::memory_order_relaxed));
+  // The level first: reading it loads the environment, and its acquire
+  // makes the mask stored before it visible. (As two arguments of one call
+  // the order was unspecified: the mask could be read before the first load,
+  // and a line of a subsystem the user left out slipped through.)
+  const auto current = static_cast<Level>(currentLevel());
+  return shows(level, subsys, current, gMask.load(std::memory_order_relaxed));
 }
 
 void write(Level level, unsigned subsys, const std::string& message) {

@@ -64,7 +64,7 @@ TEST(LogGating, CollPrintsALinePerCall) {
   ASSERT_EQ(coll.exitCode, 0) << coll.stderrText;
   // Every rank logs each of its 40 calls; nothing from other subsystems.
   EXPECT_GE(countLines(coll.stderrText, " coil INFO COLL "), 2 * 40);
-  EXPECT_EQ(countLines(coll.stderrText, " coil INFO INIT "), 0);
+  EXPECT_EQ(countLines(coll.stderrText, " coil INFO INIT "), 0) << coll.stderrText;
 }
 
 TEST(LogGating, AllPrintsInitAndPerCallLines) {
