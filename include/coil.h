@@ -347,9 +347,9 @@ coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream);
 /// group progress concurrently, so no order of them deadlocks; operations on
 /// several communicators (coilCommInitAll) run concurrently too. Groups nest;
 /// only the outermost coilGroupEnd issues. Errors of queued calls are
-/// returned by coilGroupEnd. Inits made in the group run first, together
-/// (coilCommInitRankConfig); coilGroupEnd returns coilInProgress when some
-/// of them are non-blocking and still running.
+/// returned by coilGroupEnd. Inits and splits made in the group run first,
+/// together (coilCommInitRankConfig, coilCommSplit); coilGroupEnd returns
+/// coilInProgress when some of them are non-blocking and still running.
 coilResult_t coilGroupStart(void);
 coilResult_t coilGroupEnd(void);
 
@@ -388,7 +388,14 @@ coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm);
 #define COIL_SPLIT_NOCOLOR (-1)
 /// Collective over `comm`: ranks with the same color form a new
 /// communicator, ordered by key (ties: parent rank). color ==
-/// COIL_SPLIT_NOCOLOR gives *newcomm = NULL. config may be NULL.
+/// COIL_SPLIT_NOCOLOR gives *newcomm = NULL. config may be NULL. With
+/// config->blocking == 0 it returns coilInProgress while the child joins
+/// (poll coilCommGetAsyncError on *newcomm, as after a non-blocking init).
+///
+/// Inside coilGroupStart/End the split checks its arguments, sets *newcomm
+/// to NULL and runs at the outermost coilGroupEnd, together with the
+/// group's other splits and inits, which then writes *newcomm (so it must
+/// stay valid until then). One thread can split every rank's communicator.
 ///
 /// With splitShare = 1 (see coilConfig_t) the child sends over the
 /// parent's connections. Then:

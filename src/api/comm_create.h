@@ -17,8 +17,9 @@ enum class InitMode {
 
 /// The mode of an init with this blocking setting. `deferrable`: the caller
 /// is one of the coilCommInitRank* functions, whose inits a group defers
-/// (as NCCL's); a split or shrink is itself collective over a live parent
-/// and runs at once.
+/// (as NCCL's). A split in a group is deferred as a whole (planning
+/// included), so its child's init runs at once once the split runs; a
+/// shrink runs at once.
 InitMode initModeFor(bool blocking, bool deferrable);
 
 /// Creates the handle of rank `rank` of `nranks` and runs, starts or defers
@@ -26,6 +27,11 @@ InitMode initModeFor(bool blocking, bool deferrable);
 /// with splitShare=1.
 coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
                        InitMode mode, SharedLinks share = {});
+
+/// The split of coilCommSplit, arguments checked: collective over `comm`.
+/// Sets *newcomm (NULL for COIL_SPLIT_NOCOLOR) and *mode, the child init's.
+void splitNow(coilComm* comm, int color, int key, coilComm_t* newcomm, CommOptions opts,
+              bool blocking, InitMode* mode);
 
 /// coilCommInitRank and its variants: validates, then createHandle. Returns
 /// coilInProgress for a non-blocking init outside a group.

@@ -36,7 +36,47 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) 
   h->initState.store(rc);
 }
 
+// The deferred part of an init made inside a group, at coilGroupEnd. A
+// handle destroyed before the group ended is left alone.
+coilResult_t runDeferredInit(coilComm* h, const UniqueIdData& id, const CommOptions& opts,
+                             bool blocking, std::string* why) {
+  try {
+    InFlight busy(h);
+    if (!blocking) {
+      h->initThread = std::thread([h, id, opts] { runInit(h, id, opts, {}); });
+      return coilInProgress;
+    }
+    runInit(h, id, opts, {});
+  } catch (const Error&) {
+    return coilSuccess;  // destroyed already: nothing to initialise
+  }
+  const coilResult_t state = h->initState.load();
+  if (state != coilSuccess) {
+    std::lock_guard<std::mutex> lock(h->errorMutex);
+    *why = "rank " + std::to_string(h->rank) + ": " + h->lastError;
+  }
+  return state;
+}
+
 }  // namespace
+
+void splitNow(coilComm* comm, int color, int key, coilComm_t* newcomm, CommOptions opts,
+              bool blocking, InitMode* mode) {
+  InFlight busy(comm);
+  Communicator& c = usable(comm);
+  const bool share = resolveSplitShare(opts, c.options());
+  if (opts.splitShare < 0) opts.splitShare = c.options().splitShare;  // the child's own splits
+  SplitPlan plan = c.planSplit(color, key, share);
+  if (!plan.member) return;
+  // Without sharing the child gets its own connections, independent of the
+  // parent. With it, the child borrows the parent's (coil.h states the
+  // rules); the lease is taken here, so that from now on the parent claims
+  // its links, even while a non-blocking child init runs.
+  if (opts.transport.empty()) opts.transport = c.options().transport;  // the parent's netName
+  *mode = initModeFor(blocking, false);
+  *newcomm = createHandle(plan.id, plan.nranks, plan.rank, opts, *mode,
+                          share ? c.sharedLinksFor(plan) : SharedLinks{});
+}
 
 coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
                        InitMode mode, SharedLinks share) {
@@ -47,10 +87,12 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
   coilComm* raw = h.get();
   if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
     // Runs at the outermost coilGroupEnd (group.h). The handle is handed
-    // out now, failed or not, and the caller destroys it either way.
-    auto links = std::make_shared<SharedLinks>(std::move(share));
-    enqueueInit({raw, mode == InitMode::kDeferredBlocking,
-                 [raw, id, opts, links] { runInit(raw, id, opts, std::move(*links)); }});
+    // out now, failed or not, and the caller destroys it either way. (Only
+    // inits are deferred this way, never a split's child: no links to share.)
+    const bool blocking = mode == InitMode::kDeferredBlocking;
+    enqueueDeferred({[raw, id, opts, blocking](std::string* why) {
+      return runDeferredInit(raw, id, opts, blocking, why);
+    }});
   } else if (mode == InitMode::kBlocking) {
     runInit(raw, id, opts, std::move(share));
     if (h->initState.load() != coilSuccess) {
@@ -204,24 +246,29 @@ coilResult_t coilCommSplit(coilComm_t comm, int color, int key, coilComm_t* newc
   api::InitMode mode = api::InitMode::kBlocking;
   const coilResult_t rc = guarded("coilCommSplit", comm, [&] {
     api::InFlight busy(comm);
-    Communicator& c = api::usable(comm);
+    api::usable(comm);
     if (newcomm == nullptr) fail(coilInvalidArgument, "newcomm is NULL");
     *newcomm = nullptr;
     if (color < 0 && color != COIL_SPLIT_NOCOLOR)
       fail(coilInvalidArgument, "color must be >= 0 or COIL_SPLIT_NOCOLOR (got ", color, ")");
-    CommOptions opts = api::optionsFrom(config);
-    const bool share = api::resolveSplitShare(opts, c.options());
-    if (opts.splitShare < 0) opts.splitShare = c.options().splitShare;  // the child's own splits
-    SplitPlan plan = c.planSplit(color, key, share);
-    if (!plan.member) return;
-    // Without sharing the child gets its own connections, independent of
-    // the parent. With it, the child borrows the parent's (coil.h states
-    // the rules); the lease is taken here, so that from now on the parent
-    // claims its links, even while a non-blocking child init runs.
-    if (opts.transport.empty()) opts.transport = c.options().transport;  // the parent's netName
-    mode = api::initModeFor(api::isBlocking(config), false);
-    *newcomm = api::createHandle(plan.id, plan.nranks, plan.rank, opts, mode,
-                                 share ? c.sharedLinksFor(plan) : SharedLinks{});
+    const CommOptions opts = api::optionsFrom(config);
+    const bool blocking = api::isBlocking(config);
+    if (api::inGroup()) {
+      // Collective over the parent: with the group's other calls, at the
+      // outermost coilGroupEnd (group.h), which writes *newcomm.
+      api::enqueueDeferred({[comm, color, key, newcomm, opts, blocking](std::string* why) {
+        api::InitMode m = api::InitMode::kBlocking;
+        const coilResult_t r = guarded("coilCommSplit", comm, [&] {
+          api::splitNow(comm, color, key, newcomm, opts, blocking, &m);
+        });
+        if (r != coilSuccess) *why = api::threadLastError();
+        if (r == coilSuccess && m == api::InitMode::kNonBlocking && *newcomm != nullptr)
+          return coilInProgress;
+        return r;
+      }});
+      return;
+    }
+    api::splitNow(comm, color, key, newcomm, opts, blocking, &mode);
   });
   // A non-blocking child is still joining; no color made no child.
   return rc == coilSuccess && mode == api::InitMode::kNonBlocking && *newcomm != nullptr

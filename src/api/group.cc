@@ -1,12 +1,13 @@
-// Groups. At the outermost coilGroupEnd, first the inits made inside the
-// group run, all at once (NCCL's single-thread pattern: one thread creates
-// every rank between coilGroupStart and coilGroupEnd; each rank's init waits
-// for the others, so they can only complete together). Then the queued
-// operations of each communicator run in order: collectives first (every
-// rank queued the same ones, in the same order), then all point-to-point
-// operations as one concurrent batch. Several communicators in one group
-// (the single-thread, many-ranks pattern of coilCommInitAll) each run on
-// their own thread, since their ranks must progress at the same time.
+// Groups. At the outermost coilGroupEnd, first the inits and splits made
+// inside the group run, all at once (NCCL's single-thread pattern: one
+// thread creates or splits every rank between coilGroupStart and
+// coilGroupEnd; each rank's call waits for the others, so they can only
+// complete together). Then the queued operations of each communicator run
+// in order: collectives first (every rank queued the same ones, in the same
+// order), then all point-to-point operations as one concurrent batch.
+// Several communicators in one group (the single-thread, many-ranks pattern
+// of coilCommInitAll) each run on their own thread, since their ranks must
+// progress at the same time.
 #include "api/group.h"
 
 #include <algorithm>
@@ -28,7 +29,7 @@ struct Queued {
 
 struct GroupState {
   int depth = 0;
-  std::vector<DeferredInit> inits;  // in call order
+  std::vector<DeferredCall> deferred;  // inits and splits, in call order
   std::vector<Queued> queues;       // one per communicator, in first-use order
 };
 
@@ -50,52 +51,28 @@ coilResult_t runQueue(Queued& q) {
   });
 }
 
-// Runs one deferred blocking init; a handle destroyed before the group
-// ended is skipped (its init never starts).
-void runInit(DeferredInit& init) {
-  try {
-    InFlight busy(init.comm);
-    init.run();
-  } catch (const Error&) {
+// Runs the group's inits and splits together, one thread each (they wait
+// for each other). Returns the first failure (its message stored for this
+// thread, prefixed with `function`), else coilInProgress when a
+// non-blocking one is still running, else coilSuccess.
+coilResult_t runDeferred(std::vector<DeferredCall>& calls, const char* function) {
+  std::vector<coilResult_t> results(calls.size(), coilSuccess);
+  std::vector<std::string> why(calls.size());
+  if (calls.size() == 1) {
+    results[0] = calls[0].run(&why[0]);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < calls.size(); ++i)
+      threads.emplace_back([&, i] { results[i] = calls[i].run(&why[i]); });
+    for (auto& t : threads) t.join();
   }
-}
-
-// Runs the group's inits together: the blocking ones on threads joined
-// here, the non-blocking ones on their handle's own init thread, left
-// running. Returns the first failure of a blocking init (its message
-// stored for this thread, prefixed with `function`), else coilInProgress
-// when any init is non-blocking, else coilSuccess.
-coilResult_t runInits(std::vector<DeferredInit>& inits, const char* function) {
   bool pending = false;
-  std::vector<std::thread> threads;
-  for (DeferredInit& init : inits) {
-    if (init.blocking) {
-      if (inits.size() == 1) runInit(init);
-      else threads.emplace_back([&init] { runInit(init); });
-      continue;
-    }
-    pending = true;
-    try {
-      InFlight busy(init.comm);
-      init.comm->initThread = std::thread(std::move(init.run));
-    } catch (const Error&) {
-    }
-  }
-  for (auto& t : threads) t.join();
-  for (size_t i = 0; i < inits.size(); ++i) {
-    const DeferredInit& init = inits[i];
-    if (!init.blocking || !owned(init.comm)) continue;
-    const coilResult_t state = init.comm->initState.load();
-    if (state == coilSuccess || state == coilInProgress) continue;
-    std::string why;
-    {
-      std::lock_guard<std::mutex> lock(init.comm->errorMutex);
-      why = init.comm->lastError;
-    }
-    recordError(nullptr, std::string(function) + ": the init of rank " + std::to_string(init.comm->rank) +
-                             " (" + std::to_string(i + 1) + " of " +
-                             std::to_string(inits.size()) + " in this group) failed: " + why);
-    return state;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    pending = pending || results[i] == coilInProgress;
+    if (results[i] == coilSuccess || results[i] == coilInProgress) continue;
+    recordError(nullptr, std::string(function) + ": call " + std::to_string(i + 1) + " of " +
+                             std::to_string(calls.size()) + " in this group failed: " + why[i]);
+    return results[i];
   }
   return pending ? coilInProgress : coilSuccess;
 }
@@ -117,7 +94,7 @@ void enqueueCollective(coilComm* comm, const CollectiveCall& call) {
 
 void enqueueP2p(coilComm* comm, const P2pCall& call) { queueOf(comm).p2p.push_back(call); }
 
-void enqueueInit(DeferredInit init) { tGroup.inits.push_back(std::move(init)); }
+void enqueueDeferred(DeferredCall call) { tGroup.deferred.push_back(std::move(call)); }
 
 }  // namespace coil::api
 
@@ -136,7 +113,7 @@ extern "C" coilResult_t coilGroupEnd(void) {
     });
   if (--g.depth > 0) return coilSuccess;
   api::GroupState group = api::takeGroup();
-  const coilResult_t initResult = api::runInits(group.inits, "coilGroupEnd");
+  const coilResult_t initResult = api::runDeferred(group.deferred, "coilGroupEnd");
   std::vector<api::Queued>& queues = group.queues;
   std::vector<coilResult_t> results(queues.size(), coilSuccess);
   if (queues.size() == 1) {
@@ -165,9 +142,9 @@ extern "C" coilResult_t coilGroupSimulateEnd(coilSimInfo_t* simInfo) {
     api::checkSimInfo(simInfo);
     if (--g.depth > 0) return;  // as coilGroupEnd: only the outermost end acts
     api::GroupState group = api::takeGroup();
-    // Inits are not operations: they run as at coilGroupEnd, so that the
-    // estimate can use the new communicators' cost models.
-    const coilResult_t initResult = api::runInits(group.inits, "coilGroupSimulateEnd");
+    // Inits and splits are not operations: they run as at coilGroupEnd, so
+    // that the estimate can use the new communicators' cost models.
+    const coilResult_t initResult = api::runDeferred(group.deferred, "coilGroupSimulateEnd");
     if (initResult != coilSuccess && initResult != coilInProgress) {
       const std::string why = api::threadLastError();  // "coilGroupSimulateEnd: ..."
       fail(initResult, why.substr(why.find(": ") + 2));

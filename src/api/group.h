@@ -16,17 +16,18 @@ void enqueueCollective(coilComm* comm, const CollectiveCall& call);
 /// Queues a send or receive on `comm` for the current group.
 void enqueueP2p(coilComm* comm, const P2pCall& call);
 
-/// An init made inside a group. As in NCCL, the inits of a group run
-/// together at the outermost coilGroupEnd: one thread may create every
-/// rank of a communicator between coilGroupStart and coilGroupEnd, which
-/// would deadlock if each init waited for the others on the spot.
-struct DeferredInit {
-  coilComm* comm;  // handed out already; its initState is coilInProgress
-  bool blocking;   // false: coilGroupEnd starts it and returns coilInProgress
-  /// The collective part of the init; stores its outcome in comm->initState.
-  std::function<void()> run;
+/// A call that makes a communicator (an init or a split) inside a group.
+/// As in NCCL, such calls run together at the outermost coilGroupEnd: one
+/// thread may create (or split) every rank of a communicator between
+/// coilGroupStart and coilGroupEnd, which would deadlock if each call waited
+/// for the others on the spot.
+struct DeferredCall {
+  /// Runs the call, on a thread of its own when the group has several:
+  /// coilSuccess, coilInProgress (a non-blocking init left running), or an
+  /// error, whose message it stores in *why.
+  std::function<coilResult_t(std::string* why)> run;
 };
-/// Queues an init for the current group.
-void enqueueInit(DeferredInit init);
+/// Queues such a call for the current group.
+void enqueueDeferred(DeferredCall call);
 
 }  // namespace coil::api

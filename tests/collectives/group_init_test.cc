@@ -161,6 +161,60 @@ TEST_P(GroupInit, ProcessesEachInitSeveralRanksInAGroup) {
   }
 }
 
+// NCCL's multi-device split: one thread splits every rank's communicator
+// inside a group (each split is collective over the parent, so the splits
+// can only complete together at coilGroupEnd). Keys reverse the order.
+TEST_P(GroupInit, OneThreadSplitsEveryRank) {
+  const int n = GetParam();
+  ScopedEnv timeout("COIL_TIMEOUT_MS", std::to_string(kTimeoutMs));
+  std::vector<coilComm_t> comms(n, nullptr), kids(n, nullptr), pending(n, nullptr);
+  ASSERT_EQ(coilCommInitAll(comms.data(), n, nullptr), coilSuccess) << coilGetLastError(nullptr);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(coilCommSplit(comms[r], r % 2, n - r, &kids[r], nullptr), coilSuccess)
+        << coilGetLastError(comms[r]);
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_NE(kids[r], nullptr);
+    int size = 0, rank = -1;
+    EXPECT_EQ(coilCommCount(kids[r], &size), coilSuccess);
+    EXPECT_EQ(coilCommUserRank(kids[r], &rank), coilSuccess);
+    const int members = r % 2 == 0 ? (n + 1) / 2 : n / 2;
+    EXPECT_EQ(size, members);
+    EXPECT_EQ(rank, members - 1 - r / 2) << "parent rank " << r;
+  }
+  std::vector<int64_t> in(n), out(n, -1);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int r = 0; r < n; ++r) {
+    in[r] = r;
+    ASSERT_EQ(coilAllReduce(&in[r], &out[r], 1, coilInt64, coilSum, kids[r], nullptr),
+              coilSuccess);
+  }
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) {
+    int64_t want = 0;
+    for (int q = r % 2; q < n; q += 2) want += q;
+    EXPECT_EQ(out[r], want) << "parent rank " << r;
+  }
+  // Non-blocking, with one rank left out (COIL_SPLIT_NOCOLOR: no child).
+  coilConfig_t config = configWith(0);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(coilCommSplit(comms[r], r == 0 ? COIL_SPLIT_NOCOLOR : 0, r, &pending[r], &config),
+              coilSuccess);
+  ASSERT_EQ(coilGroupEnd(), coilInProgress) << coilGetLastError(nullptr);
+  EXPECT_EQ(pending[0], nullptr);
+  for (int r = 1; r < n; ++r) ASSERT_EQ(waitReady(pending[r]), coilSuccess);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int r = 1; r < n; ++r)
+    ASSERT_EQ(coilAllReduce(&in[r], &out[r], 1, coilInt64, coilSum, pending[r], nullptr),
+              coilSuccess);
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(nullptr);
+  for (int r = 1; r < n; ++r) EXPECT_EQ(out[r], int64_t{n} * (n - 1) / 2);
+  for (auto* group : {&pending, &kids, &comms})
+    for (coilComm_t c : *group) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, GroupInit, ::testing::Values(3, 5),
                          [](const auto& info) { return "n" + std::to_string(info.param); });
 

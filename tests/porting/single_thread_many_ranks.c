@@ -2,7 +2,8 @@
  * NCCL's "single process, single thread, multiple devices" example, host
  * only: one thread owns every rank. It creates them with ncclCommInitRank
  * inside ncclGroupStart/ncclGroupEnd (and again with ncclCommInitAll), then
- * drives all of them from the same thread, each collective in a group.
+ * drives all of them from the same thread, each collective in a group, and
+ * splits them all from that thread, in a group too.
  *
  * Kept as NCCL source: the porting suite turns it into a coil program with
  * `sed s/nccl/coil/g; s/NCCL/COIL/g` and runs it. What differs from a GPU
@@ -97,6 +98,30 @@ int main(int argc, char* argv[]) {
   NCCLCHECK(ncclGroupEnd());
   for (int i = 0; i < nDev; ++i)
     EXPECT(recvbuff[i][3] == (float)nDev + 3.0f, "max rank %d got %g", i, recvbuff[i][3]);
+
+  /* Split every rank's communicator from this thread, in a group, as NCCL's
+   * guide does for several devices per thread: even and odd ranks. */
+  ncclComm_t* halves = malloc(sizeof(ncclComm_t) * nDev);
+  int* ones = malloc(sizeof(int) * nDev);
+  int* sums = malloc(sizeof(int) * nDev);
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < nDev; ++i) NCCLCHECK(ncclCommSplit(comms[i], i % 2, i, &halves[i], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < nDev; ++i) {
+    ones[i] = i + 1;
+    NCCLCHECK(ncclAllReduce(&ones[i], &sums[i], 1, ncclInt, ncclSum, halves[i], NULL));
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int i = 0; i < nDev; ++i) {
+    int want = 0;
+    for (int j = i % 2; j < nDev; j += 2) want += j + 1;
+    EXPECT(sums[i] == want, "split rank %d got %d, want %d", i, sums[i], want);
+    NCCLCHECK(ncclCommDestroy(halves[i]));
+  }
+  free(halves);
+  free(ones);
+  free(sums);
   for (int i = 0; i < nDev; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
 
   for (int i = 0; i < nDev; ++i) {
