@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `pip install .` from the source tree into a fresh venv that has torch
+# (linked to the torch venv's packages, not a second copy of them), then,
+# from another folder and with nothing on PYTHONPATH, `import coil_torch`
+# and a 2-rank all_reduce over the "coil" backend: the wheel carries
+# libcoil.so and the adapter, and the adapter finds the library.
+# meson-python, meson and ninja come from PyPI (build isolation).
+# Usage: pip_install_test.sh SOURCE_DIR TORCH_PYTHON
+set -u
+src=${1:?usage: pip_install_test.sh SOURCE_DIR TORCH_PYTHON}
+torch_python=${2:?usage: pip_install_test.sh SOURCE_DIR TORCH_PYTHON}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+site=$("$torch_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The interpreter the torch venv was made from (a venv of a venv has no
+# working ssl module, so pip could not fetch meson-python).
+base=$("$torch_python" -c 'import sys; print(getattr(sys, "_base_executable", sys.executable))')
+if ! "$base" -m venv "$work/venv"; then echo "FAIL: $base -m venv"; exit 1; fi
+py="$work/venv/bin/python"
+venv_site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$site" >"$venv_site/torch-venv.pth"
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "FAIL: the fresh venv does not import torch through $site"; exit 1
+fi
+start=$SECONDS
+if ! env -u PYTHONPATH "$py" -m pip install -q "$src" >"$work/pip.log" 2>&1; then
+  echo "FAIL: pip install $src:"; tail -n 30 "$work/pip.log"; exit 1
+fi
+echo "pip install took $((SECONDS - start)) s"
+cat >"$work/check.py" <<'PY'
+import os, socket
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+def rank_main(rank, world, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), COIL_SOCKET_IFNAME="lo")
+    import coil_torch  # noqa: F401  registers the "coil" backend
+    dist.init_process_group("coil", rank=rank, world_size=world)
+    t = torch.full((7,), float(rank + 1))
+    dist.all_reduce(t)
+    assert t.tolist() == [3.0] * 7, t.tolist()
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    import coil_torch
+    print("coil_torch from", coil_torch.__file__)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    mp.spawn(rank_main, args=(2, port), nprocs=2)
+    print("all_reduce over the installed coil: ok")
+PY
+cd "$work" || exit 1
+if out=$(env -u PYTHONPATH -u COIL_TORCH_EXT_DIR -u LD_LIBRARY_PATH "$py" check.py 2>&1) &&
+   grep -q "coil_torch from $venv_site" <<<"$out" && grep -q "ok" <<<"$out"; then
+  echo "$out"; echo "PASS: pip install . gives an importable coil_torch that works"
+else
+  echo "$out" | tail -n 20; echo "FAIL: the installed coil_torch"; exit 1
+fi
