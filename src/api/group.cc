@@ -30,7 +30,7 @@ struct Queued {
 struct GroupState {
   int depth = 0;
   std::vector<DeferredCall> deferred;  // inits and splits, in call order
-  std::vector<Queued> queues;       // one per communicator, in first-use order
+  std::vector<Queued> queues;          // one per communicator, in first-use order
 };
 
 thread_local GroupState tGroup;
