@@ -41,8 +41,6 @@ class TorchStoreClient {
   /// coilRemoteError.
   std::vector<uint8_t> waitAndGet(const std::string& key, const Deadline& deadline);
 
-  const SocketAddress& address() const { return address_; }
-
  private:
   TorchStoreClient(Socket socket, SocketAddress address)
       : socket_(std::move(socket)), address_(address) {}
