@@ -1,0 +1,614 @@
+// GPU reduction kernels: dst[i] = a[i] op b[i] and dst[i] = src[i] / d, bit
+// for bit what the CPU kernels of src/reduce compute (see device_reduce.h
+// and reduce/reduce.h for the rules).
+//
+// Structure: one kernel template, instantiated per (element type, operator)
+// from a functor that maps raw element bits to raw result bits. Elements are
+// handled as unsigned integers of their width ("Raw") everywhere except
+// inside the functors, so loads, stores, packing and alignment never depend
+// on the type's arithmetic.
+//
+// Memory paths, chosen per call from the pointers:
+//   * vector: dst, a (and b) have the same address modulo 16 and it is a
+//     multiple of the element size: a few scalar head elements up to the
+//     first 16-byte boundary, then 16-byte loads/stores, then a scalar tail;
+//   * scalar: every other case, element-sized loads when all pointers are
+//     aligned to the element size, byte loads (assembled little-endian)
+//     when one is not (a GPU faults on a misaligned access).
+// All three parts run in the same launch (grid-stride loops).
+//
+// Arithmetic: float ops use the explicitly rounded intrinsics (__fadd_rn,
+// __fmul_rn, __fdiv_rn, __dadd_rn, ...): IEEE round-to-nearest-even, never
+// contracted into an FMA, never flushed to zero (FTZ would apply only with
+// -ftz=true, which coil never passes; -use_fast_math must not be used). NaN
+// results are detected on the bits and replaced by the canonical NaN; max
+// and min test their inputs for NaN on the bits, compare the (exactly
+// widened) values and select one operand's original bits, so they never
+// narrow anything.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/error.h"
+#include "device/device_reduce.h"
+#include "device/half_device.h"
+
+namespace coil::device {
+namespace {
+
+using testing::HalfCodec;
+
+/// The fp16 codec of the public entry points. See device_reduce.h: both
+/// codecs are tested bit for bit by tests/gpu/device_reduce_test.cc; the
+/// hardware one is a few instructions, the software one a few dozen (it can
+/// make fp16 kernels compute-bound).
+constexpr HalfCodec kDefaultHalfCodec = HalfCodec::kHardware;
+
+enum class Op { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
+
+constexpr int kThreads = 256;  // per block
+constexpr int kUnroll = 4;     // 16-byte vectors per thread per loop iteration
+constexpr int kMaxBlocksPerSm = 2048 / kThreads;  // as many as an SM can hold
+
+// ---- element types ----------------------------------------------------------
+
+enum class Kind { kSigned, kUnsigned, kHalf, kBf16, kFloat, kDouble };
+
+/// Raw: the unsigned integer of the element's width. Int: the integer type
+/// (signed or not) of integer elements.
+template <coilDataType_t kType> struct Traits;
+template <> struct Traits<coilInt8> { using Raw = uint8_t; using Int = int8_t; static constexpr Kind kKind = Kind::kSigned; };
+template <> struct Traits<coilUint8> { using Raw = uint8_t; using Int = uint8_t; static constexpr Kind kKind = Kind::kUnsigned; };
+template <> struct Traits<coilInt32> { using Raw = uint32_t; using Int = int32_t; static constexpr Kind kKind = Kind::kSigned; };
+template <> struct Traits<coilUint32> { using Raw = uint32_t; using Int = uint32_t; static constexpr Kind kKind = Kind::kUnsigned; };
+template <> struct Traits<coilInt64> { using Raw = uint64_t; using Int = int64_t; static constexpr Kind kKind = Kind::kSigned; };
+template <> struct Traits<coilUint64> { using Raw = uint64_t; using Int = uint64_t; static constexpr Kind kKind = Kind::kUnsigned; };
+template <> struct Traits<coilFloat16> { using Raw = uint16_t; using Int = void; static constexpr Kind kKind = Kind::kHalf; };
+template <> struct Traits<coilFloat32> { using Raw = uint32_t; using Int = void; static constexpr Kind kKind = Kind::kFloat; };
+template <> struct Traits<coilFloat64> { using Raw = uint64_t; using Int = void; static constexpr Kind kKind = Kind::kDouble; };
+template <> struct Traits<coilBfloat16> { using Raw = uint16_t; using Int = void; static constexpr Kind kKind = Kind::kBf16; };
+
+constexpr uint32_t kNanF32 = 0x7FC00000u;
+constexpr uint64_t kNanF64 = 0x7FF8000000000000ull;
+constexpr uint16_t kNanF16 = 0x7E00u;
+constexpr uint16_t kNanBf16 = 0x7FC0u;
+
+__device__ __forceinline__ bool isNanF32(uint32_t bits) { return (bits & 0x7FFFFFFFu) > 0x7F800000u; }
+__device__ __forceinline__ bool isNanF64(uint64_t bits) {
+  return (bits & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull;
+}
+__device__ __forceinline__ bool isNanF16(uint16_t bits) { return (bits & 0x7FFFu) > 0x7C00u; }
+__device__ __forceinline__ bool isNanBf16(uint16_t bits) { return (bits & 0x7FFFu) > 0x7F80u; }
+
+/// fp16 -> fp32. Exact for every non-NaN input with either codec; a NaN
+/// stays a NaN (its bits differ between codecs, and no kernel writes them).
+template <HalfCodec kCodec>
+__device__ __forceinline__ float widenHalf(uint16_t h) {
+  if constexpr (kCodec == HalfCodec::kHardware) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  } else {
+    return half::halfToFloat(h);
+  }
+}
+
+/// fp32 -> fp16, round to nearest even, for a value the caller has checked
+/// is not NaN (cvt.rn.f16.f32 would give 0x7FFF for one).
+template <HalfCodec kCodec>
+__device__ __forceinline__ uint16_t narrowHalfNotNan(float f) {
+  if constexpr (kCodec == HalfCodec::kHardware) {
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+  } else {
+    return half::floatToHalf(f);
+  }
+}
+
+/// fp32 -> fp16 with the kernels' NaN rule: any NaN gives the canonical 0x7E00.
+template <HalfCodec kCodec>
+__device__ __forceinline__ uint16_t narrowHalf(float f) {
+  return isNanF32(__float_as_uint(f)) ? kNanF16 : narrowHalfNotNan<kCodec>(f);
+}
+
+/// fp32 -> bf16 with the kernels' NaN rule: any NaN gives the canonical 0x7FC0.
+__device__ __forceinline__ uint16_t narrowBf16(float f) {
+  const uint32_t bits = __float_as_uint(f);
+  return isNanF32(bits) ? kNanBf16 : half::floatBitsToBf16(bits);
+}
+
+// ---- operators --------------------------------------------------------------
+
+/// a op b on raw bits.
+template <coilDataType_t kType, Op kOp, HalfCodec kCodec>
+struct ReduceOp {
+  using Raw = typename Traits<kType>::Raw;
+  static constexpr int kInputs = 2;
+  static constexpr Kind kKind = Traits<kType>::kKind;
+
+  __device__ __forceinline__ Raw operator()(Raw a, Raw b) const {
+    if constexpr (kKind == Kind::kSigned || kKind == Kind::kUnsigned) {
+      if constexpr (kOp == Op::kSum || kOp == Op::kProd) {
+        // Wrap: unsigned arithmetic, at least as wide as unsigned int (so
+        // 8-bit values do not promote to signed int), truncated back.
+        using W = std::conditional_t<(sizeof(Raw) < sizeof(unsigned)), unsigned, Raw>;
+        const W x = a, y = b;
+        return static_cast<Raw>(kOp == Op::kSum ? x + y : x * y);
+      } else {
+        using Int = typename Traits<kType>::Int;
+        const Int x = static_cast<Int>(a), y = static_cast<Int>(b);
+        const bool takeA = kOp == Op::kMax ? x > y : x < y;
+        return takeA ? a : b;
+      }
+    } else if constexpr (kKind == Kind::kFloat) {
+      const float x = __uint_as_float(a), y = __uint_as_float(b);
+      if constexpr (kOp == Op::kSum || kOp == Op::kProd) {
+        const uint32_t r = __float_as_uint(kOp == Op::kSum ? __fadd_rn(x, y) : __fmul_rn(x, y));
+        return isNanF32(r) ? kNanF32 : r;
+      } else {
+        if (isNanF32(a) || isNanF32(b)) return kNanF32;
+        const bool takeA = kOp == Op::kMax ? x > y : x < y;
+        return takeA ? a : b;
+      }
+    } else if constexpr (kKind == Kind::kDouble) {
+      const double x = __longlong_as_double(static_cast<long long>(a));
+      const double y = __longlong_as_double(static_cast<long long>(b));
+      if constexpr (kOp == Op::kSum || kOp == Op::kProd) {
+        const uint64_t r = static_cast<uint64_t>(
+            __double_as_longlong(kOp == Op::kSum ? __dadd_rn(x, y) : __dmul_rn(x, y)));
+        return isNanF64(r) ? kNanF64 : r;
+      } else {
+        if (isNanF64(a) || isNanF64(b)) return kNanF64;
+        const bool takeA = kOp == Op::kMax ? x > y : x < y;
+        return takeA ? a : b;
+      }
+    } else {  // fp16, bf16: widen (exactly), compute in fp32, round once
+      constexpr bool kHalf = kKind == Kind::kHalf;
+      const float x = kHalf ? widenHalf<kCodec>(a) : half::bf16ToFloat(a);
+      const float y = kHalf ? widenHalf<kCodec>(b) : half::bf16ToFloat(b);
+      if constexpr (kOp == Op::kSum || kOp == Op::kProd) {
+        const float r = kOp == Op::kSum ? __fadd_rn(x, y) : __fmul_rn(x, y);
+        return kHalf ? narrowHalf<kCodec>(r) : narrowBf16(r);
+      } else {
+        // narrow(widen(v)) == v for every non-NaN v, so the selected
+        // operand's own bits are the rounded result.
+        if (kHalf ? (isNanF16(a) || isNanF16(b)) : (isNanBf16(a) || isNanBf16(b)))
+          return kHalf ? kNanF16 : kNanBf16;
+        const bool takeA = kOp == Op::kMax ? x > y : x < y;
+        return takeA ? a : b;
+      }
+    }
+  }
+};
+
+/// a / divisor on raw bits (the second operand is unused).
+template <coilDataType_t kType, HalfCodec kCodec>
+struct DivideOp {
+  using Raw = typename Traits<kType>::Raw;
+  static constexpr int kInputs = 1;
+  static constexpr Kind kKind = Traits<kType>::kKind;
+
+  // The divisor converted on the host exactly as the CPU kernel converts it.
+  int64_t sdiv;
+  uint64_t udiv;
+  float fdiv;
+  double ddiv;
+
+  __device__ __forceinline__ Raw operator()(Raw a, Raw) const {
+    if constexpr (kKind == Kind::kSigned) {
+      using Int = typename Traits<kType>::Int;
+      const int64_t q = static_cast<int64_t>(static_cast<Int>(a)) / sdiv;
+      return static_cast<Raw>(static_cast<Int>(q));
+    } else if constexpr (kKind == Kind::kUnsigned) {
+      return static_cast<Raw>(static_cast<uint64_t>(a) / udiv);
+    } else if constexpr (kKind == Kind::kFloat) {
+      const uint32_t r = __float_as_uint(__fdiv_rn(__uint_as_float(a), fdiv));
+      return isNanF32(r) ? kNanF32 : r;
+    } else if constexpr (kKind == Kind::kDouble) {
+      const uint64_t r = static_cast<uint64_t>(__double_as_longlong(
+          __ddiv_rn(__longlong_as_double(static_cast<long long>(a)), ddiv)));
+      return isNanF64(r) ? kNanF64 : r;
+    } else if constexpr (kKind == Kind::kHalf) {
+      return narrowHalf<kCodec>(__fdiv_rn(widenHalf<kCodec>(a), fdiv));
+    } else {
+      return narrowBf16(__fdiv_rn(half::bf16ToFloat(a), fdiv));
+    }
+  }
+};
+
+// ---- memory access ------------------------------------------------------------
+
+/// One element at `p`: an element-sized access when aligned, else bytes.
+template <class Raw>
+__device__ __forceinline__ Raw loadElement(const unsigned char* p, bool aligned) {
+  if (aligned) return *reinterpret_cast<const Raw*>(p);
+  uint64_t v = 0;
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(Raw)); ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
+  return static_cast<Raw>(v);
+}
+
+template <class Raw>
+__device__ __forceinline__ void storeElement(unsigned char* p, Raw value, bool aligned) {
+  if (aligned) {
+    *reinterpret_cast<Raw*>(p) = value;
+    return;
+  }
+  const uint64_t v = value;
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(Raw)); ++k) p[k] = static_cast<unsigned char>(v >> (8 * k));
+}
+
+/// A 16-byte vector as kCount elements (little-endian, element 0 lowest).
+template <class Raw>
+struct Pack {
+  static constexpr int kCount = 16 / static_cast<int>(sizeof(Raw));
+
+  __device__ __forceinline__ static void unpack(const uint4& v, Raw (&e)[kCount]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    if constexpr (sizeof(Raw) == 8) {
+#pragma unroll
+      for (int k = 0; k < kCount; ++k)
+        e[k] = static_cast<Raw>(static_cast<uint64_t>(w[2 * k]) | (static_cast<uint64_t>(w[2 * k + 1]) << 32));
+    } else {
+      constexpr int kPerWord = 4 / static_cast<int>(sizeof(Raw));
+#pragma unroll
+      for (int k = 0; k < kCount; ++k)
+        e[k] = static_cast<Raw>(w[k / kPerWord] >> (8 * sizeof(Raw) * (k % kPerWord)));
+    }
+  }
+
+  __device__ __forceinline__ static uint4 pack(const Raw (&e)[kCount]) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    if constexpr (sizeof(Raw) == 8) {
+#pragma unroll
+      for (int k = 0; k < kCount; ++k) {
+        w[2 * k] = static_cast<uint32_t>(static_cast<uint64_t>(e[k]));
+        w[2 * k + 1] = static_cast<uint32_t>(static_cast<uint64_t>(e[k]) >> 32);
+      }
+    } else {
+      constexpr int kPerWord = 4 / static_cast<int>(sizeof(Raw));
+#pragma unroll
+      for (int k = 0; k < kCount; ++k)
+        w[k / kPerWord] |= static_cast<uint32_t>(e[k]) << (8 * sizeof(Raw) * (k % kPerWord));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+};
+
+template <class Fn>
+__device__ __forceinline__ uint4 applyVector(const Fn& fn, const uint4& va, const uint4& vb) {
+  using Raw = typename Fn::Raw;
+  using P = Pack<Raw>;
+  Raw x[P::kCount], y[P::kCount], r[P::kCount];
+  P::unpack(va, x);
+  P::unpack(vb, y);
+#pragma unroll
+  for (int k = 0; k < P::kCount; ++k) r[k] = fn(x[k], y[k]);
+  return P::pack(r);
+}
+
+// ---- the kernel ------------------------------------------------------------------
+
+/// Elements [0, head) and [head + nvec*kCount, count) one by one (byte
+/// accesses unless elemAligned); elements in between as nvec 16-byte
+/// vectors starting at byte head*sizeof(Raw), which the host has checked is
+/// 16-byte aligned in every pointer. With one input, b is unused.
+template <class Fn>
+__global__ void __launch_bounds__(kThreads)
+    elementwiseKernel(unsigned char* dst, const unsigned char* a, const unsigned char* b, size_t head,
+                      size_t nvec, size_t count, bool elemAligned, Fn fn) {
+  using Raw = typename Fn::Raw;
+  constexpr size_t kSize = sizeof(Raw);
+  constexpr size_t kCount = Pack<Raw>::kCount;
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
+
+  const size_t bodyEnd = head + nvec * kCount;
+  const size_t scalars = head + (count - bodyEnd);
+  for (size_t s = tid; s < scalars; s += nthreads) {
+    const size_t offset = (s < head ? s : bodyEnd + (s - head)) * kSize;
+    const Raw x = loadElement<Raw>(a + offset, elemAligned);
+    Raw y = 0;
+    if constexpr (Fn::kInputs == 2) y = loadElement<Raw>(b + offset, elemAligned);
+    storeElement<Raw>(dst + offset, fn(x, y), elemAligned);
+  }
+
+  if (nvec == 0) return;
+  const uint4* va = reinterpret_cast<const uint4*>(a + head * kSize);
+  const uint4* vb = reinterpret_cast<const uint4*>(b + head * kSize);
+  uint4* vd = reinterpret_cast<uint4*>(dst + head * kSize);
+  for (size_t v = tid; v < nvec; v += nthreads * kUnroll) {
+    uint4 xa[kUnroll], xb[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = v + u * nthreads;
+      if (j < nvec) {
+        xa[u] = va[j];
+        if constexpr (Fn::kInputs == 2) xb[u] = vb[j];
+        else xb[u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = v + u * nthreads;
+      if (j < nvec) vd[j] = applyVector(fn, xa[u], xb[u]);
+    }
+  }
+}
+
+/// Test hook kernels: widen / narrow with a codec.
+template <coilDataType_t kType, HalfCodec kCodec>
+__global__ void __launch_bounds__(kThreads) widenKernel(uint32_t* dst, const uint16_t* src, size_t count) {
+  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += nthreads) {
+    if constexpr (kType == coilFloat16) dst[i] = __float_as_uint(widenHalf<kCodec>(src[i]));
+    else dst[i] = half::bf16ToFloatBits(src[i]);
+  }
+}
+
+template <coilDataType_t kType, HalfCodec kCodec>
+__global__ void __launch_bounds__(kThreads) narrowKernel(uint16_t* dst, const uint32_t* src, size_t count) {
+  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += nthreads) {
+    const uint32_t bits = src[i];
+    if constexpr (kType == coilFloat16) {
+      // The software codec is half.h's full conversion (NaN payloads kept);
+      // the hardware one is what the kernels do (NaN -> 0x7E00).
+      if constexpr (kCodec == HalfCodec::kSoftware) dst[i] = half::floatBitsToHalf(bits);
+      else dst[i] = narrowHalf<kCodec>(__uint_as_float(bits));
+    } else {
+      dst[i] = half::floatBitsToBf16(bits);
+    }
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------
+
+[[noreturn]] void failCuda(const char* what, cudaError_t err) {
+  fail(coilUnhandledCudaError, what, ": ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+}
+
+void checkCuda(const char* what, cudaError_t err) {
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // a launch error would also linger as the "last error"
+    failCuda(what, err);
+  }
+}
+
+bool validType(coilDataType_t type) {
+  return static_cast<int>(type) >= 0 && static_cast<int>(type) < coilNumTypes;
+}
+
+void checkType(coilDataType_t type, const char* what) {
+  if (!validType(type))
+    fail(coilInvalidArgument, what, ": invalid datatype ", static_cast<int>(type), " (valid: 0..",
+         coilNumTypes - 1, ")");
+}
+
+void checkOp(coilRedOp_t op, const char* what) {
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= coilNumOps)
+    fail(coilInvalidArgument, what, ": invalid reduction op ", static_cast<int>(op), " (valid: 0..",
+         coilNumOps - 1, ")");
+}
+
+void checkDivisor(int divisor, const char* what) {
+  if (divisor < 1) fail(coilInvalidArgument, what, ": divisor must be >= 1, got ", divisor);
+}
+
+void checkCodec(HalfCodec codec, const char* what) {
+  if (codec != HalfCodec::kHardware && codec != HalfCodec::kSoftware)
+    fail(coilInvalidArgument, what, ": invalid fp16 codec ", static_cast<int>(codec));
+}
+
+/// Streaming multiprocessors of the current device (cached per device).
+size_t smCount(const char* what) {
+  constexpr int kCached = 64;
+  static std::atomic<int> cache[kCached];  // 0: not asked yet
+  int device = 0;
+  checkCuda(what, cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < kCached;
+  int sms = cached ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (sms == 0) {
+    checkCuda(what, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    if (sms < 1) sms = 1;
+    if (cached) cache[device].store(sms, std::memory_order_relaxed);
+  }
+  return static_cast<size_t>(sms);
+}
+
+/// The most blocks of kKernel that are resident at once (one full wave):
+/// the grid-stride loops never need more. The per-SM occupancy is cached per
+/// kernel (it depends on the kernel's registers and the GPU's architecture;
+/// a process mixing architectures at worst sizes a grid suboptimally).
+template <auto kKernel>
+size_t gridLimit(const char* what) {
+  static std::atomic<int> perSm{0};
+  int blocks = perSm.load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    checkCuda(what, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0));
+    if (blocks < 1) blocks = 1;
+    if (blocks > kMaxBlocksPerSm) blocks = kMaxBlocksPerSm;
+    perSm.store(blocks, std::memory_order_relaxed);
+  }
+  return smCount(what) * static_cast<size_t>(blocks);
+}
+
+template <class Fn>
+void launch(const char* what, const Fn& fn, void* dst, const void* a, const void* b, size_t count,
+            void* stream) {
+  using Raw = typename Fn::Raw;
+  constexpr size_t kSize = sizeof(Raw);
+  constexpr size_t kCount = Pack<Raw>::kCount;
+  if (count == 0) return;
+  if (Fn::kInputs == 1) b = a;
+
+  const auto pd = reinterpret_cast<uintptr_t>(dst);
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  const bool elemAligned = pd % kSize == 0 && pa % kSize == 0 && pb % kSize == 0;
+  const size_t misalign = pa % 16;
+  const bool vectors = elemAligned && pd % 16 == misalign && pb % 16 == misalign;
+  size_t head = count, nvec = 0;
+  if (vectors) {
+    head = ((16 - misalign) % 16) / kSize;
+    if (head > count) head = count;
+    nvec = (count - head) / kCount;
+  }
+  const size_t scalars = count - nvec * kCount;
+  const size_t vectorThreads = (nvec + kUnroll - 1) / kUnroll;
+  const size_t threadsWanted = vectorThreads > scalars ? vectorThreads : scalars;
+  size_t blocks = (threadsWanted + kThreads - 1) / kThreads;
+  const size_t limit = gridLimit<&elementwiseKernel<Fn>>(what);
+  if (blocks > limit) blocks = limit;
+  if (blocks < 1) blocks = 1;
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = 0;
+  config.stream = static_cast<cudaStream_t>(stream);
+  config.attrs = nullptr;
+  config.numAttrs = 0;
+  checkCuda(what, cudaLaunchKernelEx(&config, &elementwiseKernel<Fn>, static_cast<unsigned char*>(dst),
+                                     static_cast<const unsigned char*>(a),
+                                     static_cast<const unsigned char*>(b), head, nvec, count,
+                                     elemAligned, fn));
+}
+
+template <coilDataType_t kType, HalfCodec kCodec>
+void reduceTyped(void* dst, const void* a, const void* b, size_t count, coilRedOp_t op, void* stream) {
+  constexpr const char* kWhat = "reduceAsync";
+  switch (op) {
+    case coilSum:
+    case coilAvg:
+      return launch(kWhat, ReduceOp<kType, Op::kSum, kCodec>{}, dst, a, b, count, stream);
+    case coilProd:
+      return launch(kWhat, ReduceOp<kType, Op::kProd, kCodec>{}, dst, a, b, count, stream);
+    case coilMax:
+      return launch(kWhat, ReduceOp<kType, Op::kMax, kCodec>{}, dst, a, b, count, stream);
+    case coilMin:
+      return launch(kWhat, ReduceOp<kType, Op::kMin, kCodec>{}, dst, a, b, count, stream);
+    default:
+      checkOp(op, kWhat);  // throws
+  }
+}
+
+template <coilDataType_t kType, HalfCodec kCodec>
+void divideTyped(void* dst, const void* src, size_t count, int divisor, void* stream) {
+  DivideOp<kType, kCodec> fn{};
+  fn.sdiv = static_cast<int64_t>(divisor);
+  fn.udiv = static_cast<uint64_t>(divisor);
+  fn.fdiv = static_cast<float>(divisor);
+  fn.ddiv = static_cast<double>(divisor);
+  launch("divideAsync", fn, dst, src, nullptr, count, stream);
+}
+
+/// Calls body.template operator()<kType, codec>() for the runtime type, with
+/// the fp16 codec only distinguished for fp16 (other types get one copy).
+template <class Body>
+void dispatch(coilDataType_t type, HalfCodec codec, const Body& body) {
+  constexpr HalfCodec kHw = HalfCodec::kHardware;
+  switch (type) {
+    case coilInt8: return body.template operator()<coilInt8, kHw>();
+    case coilUint8: return body.template operator()<coilUint8, kHw>();
+    case coilInt32: return body.template operator()<coilInt32, kHw>();
+    case coilUint32: return body.template operator()<coilUint32, kHw>();
+    case coilInt64: return body.template operator()<coilInt64, kHw>();
+    case coilUint64: return body.template operator()<coilUint64, kHw>();
+    case coilFloat16:
+      if (codec == HalfCodec::kSoftware) return body.template operator()<coilFloat16, HalfCodec::kSoftware>();
+      return body.template operator()<coilFloat16, kHw>();
+    case coilFloat32: return body.template operator()<coilFloat32, kHw>();
+    case coilFloat64: return body.template operator()<coilFloat64, kHw>();
+    case coilBfloat16: return body.template operator()<coilBfloat16, kHw>();
+    default: break;
+  }
+  fail(coilInvalidArgument, "invalid datatype ", static_cast<int>(type));  // callers check first
+}
+
+template <coilDataType_t kType, HalfCodec kCodec>
+void launchConvert(bool widen, void* dst, const void* src, size_t count, void* stream) {
+  const char* what = widen ? "widenAsync" : "narrowAsync";
+  if (count == 0) return;
+  size_t blocks = (count + kThreads - 1) / kThreads;
+  const size_t limit = widen ? gridLimit<&widenKernel<kType, kCodec>>(what)
+                             : gridLimit<&narrowKernel<kType, kCodec>>(what);
+  if (blocks > limit) blocks = limit;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kThreads);
+  config.stream = static_cast<cudaStream_t>(stream);
+  if (widen)
+    checkCuda(what, cudaLaunchKernelEx(&config, &widenKernel<kType, kCodec>, static_cast<uint32_t*>(dst),
+                                       static_cast<const uint16_t*>(src), count));
+  else
+    checkCuda(what, cudaLaunchKernelEx(&config, &narrowKernel<kType, kCodec>, static_cast<uint16_t*>(dst),
+                                       static_cast<const uint32_t*>(src), count));
+}
+
+void convert(HalfCodec codec, bool widen, void* dst, const void* src, size_t count,
+             coilDataType_t type, void* stream) {
+  const char* what = widen ? "widenAsync" : "narrowAsync";
+  checkCodec(codec, what);
+  if (type == coilBfloat16) return launchConvert<coilBfloat16, HalfCodec::kSoftware>(widen, dst, src, count, stream);
+  if (type != coilFloat16)
+    fail(coilInvalidArgument, what, ": datatype ", static_cast<int>(type), " is not float16 or bfloat16");
+  if (codec == HalfCodec::kSoftware)
+    return launchConvert<coilFloat16, HalfCodec::kSoftware>(widen, dst, src, count, stream);
+  launchConvert<coilFloat16, HalfCodec::kHardware>(widen, dst, src, count, stream);
+}
+
+}  // namespace
+
+void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilDataType_t type,
+                 coilRedOp_t op, void* stream) {
+  testing::reduceAsyncWith(kDefaultHalfCodec, dst, a, b, count, type, op, stream);
+}
+
+void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
+                 void* stream) {
+  testing::divideAsyncWith(kDefaultHalfCodec, dst, src, count, type, divisor, stream);
+}
+
+namespace testing {
+
+HalfCodec defaultHalfCodec() { return kDefaultHalfCodec; }
+
+void reduceAsyncWith(HalfCodec codec, void* dst, const void* a, const void* b, size_t count,
+                     coilDataType_t type, coilRedOp_t op, void* stream) {
+  checkType(type, "reduceAsync");
+  checkOp(op, "reduceAsync");
+  checkCodec(codec, "reduceAsync");
+  dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
+    reduceTyped<kType, kCodec>(dst, a, b, count, op, stream);
+  });
+}
+
+void divideAsyncWith(HalfCodec codec, void* dst, const void* src, size_t count,
+                     coilDataType_t type, int divisor, void* stream) {
+  checkType(type, "divideAsync");
+  checkDivisor(divisor, "divideAsync");
+  checkCodec(codec, "divideAsync");
+  dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
+    divideTyped<kType, kCodec>(dst, src, count, divisor, stream);
+  });
+}
+
+void widenAsync(HalfCodec codec, uint32_t* dst, const uint16_t* src, size_t count,
+                coilDataType_t type, void* stream) {
+  convert(codec, true, dst, src, count, type, stream);
+}
+
+void narrowAsync(HalfCodec codec, uint16_t* dst, const uint32_t* src, size_t count,
+                 coilDataType_t type, void* stream) {
+  convert(codec, false, dst, src, count, type, stream);
+}
+
+}  // namespace testing
+
+}  // namespace coil::device
