@@ -5,8 +5,12 @@
  * Every function returns a coilResult_t; a failure also stores a readable
  * message, retrieved with coilGetLastError(comm).
  *
- * Buffers are host memory. `coilStream_t` is reserved for device streams;
- * pass NULL, and the call completes before it returns.
+ * Buffers are host memory or, in a build with CUDA, device memory, found
+ * per buffer. A call on host buffers takes a NULL stream and completes
+ * before it returns. A call on device buffers is enqueued on its stream (a
+ * cudaStream_t; NULL is the legacy default stream) and returns at once, as
+ * in NCCL: the results are there once the stream gets past the call. One
+ * call's buffers must all be host or all device memory.
  */
 #ifndef COIL_H_
 #define COIL_H_
@@ -50,7 +54,7 @@ extern "C" {
 /// Opaque communicator handle.
 typedef struct coilComm* coilComm_t;
 
-/// Opaque stream handle. NULL means "host buffers, complete before return".
+/// A cudaStream_t, for calls on device buffers. Host buffers take NULL.
 typedef void* coilStream_t;
 
 #define COIL_UNIQUE_ID_BYTES 128
@@ -199,8 +203,10 @@ coilResult_t coilCommInitRankScalable(coilComm_t* newcomm, int nranks, int myran
                                       coilUniqueId* commIds, coilConfig_t* config);
 
 /// Creates `ndev` communicators in this process, one rank each, connected
-/// to each other (one thread per rank does the joining). devlist may be
-/// NULL; with host buffers it only has to hold ndev distinct values.
+/// to each other (one thread per rank does the joining). Rank r's device
+/// is devlist[r]; devlist NULL means devices 0 .. ndev-1 (wrapping around
+/// when there are fewer). Unlike NCCL, several ranks may share a device
+/// (devlist {0, 0, 0}). Without CUDA devices devlist is not used.
 coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist);
 
 /// Creates a communicator from the launcher's environment:
@@ -258,6 +264,17 @@ coilResult_t coilCommRegister(const coilComm_t comm, void* buff, size_t size, vo
 /// Undoes one coilCommRegister. Not while an operation that uses the
 /// buffer is in flight.
 coilResult_t coilCommDeregister(const coilComm_t comm, void* handle);
+
+/// Allocates `size` bytes of device memory on the current CUDA device.
+/// coilInvalidUsage (with the reason) where no device is usable.
+coilResult_t coilMemAlloc(void** ptr, size_t size);
+
+/// Frees memory from coilMemAlloc. NULL is accepted.
+coilResult_t coilMemFree(void* ptr);
+
+/// The CUDA device of the communicator: the current device when it was
+/// created (for coilCommInitAll, its devlist entry); -1 without CUDA.
+coilResult_t coilCommCuDevice(const coilComm_t comm, int* device);
 
 /// A static description of a result code.
 const char* coilGetErrorString(coilResult_t result);

@@ -1,4 +1,5 @@
 // Exported collectives: argument validation, then the communicator.
+#include "api/device_calls.h"
 #include "api/group.h"
 #include "api/guard.h"
 #include "reduce/reduce.h"
@@ -10,12 +11,9 @@ using coil::api::guarded;
 namespace coil::api {
 namespace {
 
-/// Checks what every collective with a send and a receive buffer needs.
-void checkBuffers(const void* sendbuff, size_t sendBytes, const void* recvbuff, size_t recvBytes,
-                  coilStream_t stream) {
-  if (stream != nullptr)
-    fail(coilInvalidArgument,
-         "stream must be NULL: this build moves host buffers and completes before returning");
+/// Checks what every collective with a send and a receive buffer needs
+/// (pass nullptr, 0 for a buffer an in-place call makes part of the other).
+void checkBuffers(const void* sendbuff, size_t sendBytes, const void* recvbuff, size_t recvBytes) {
   if (sendBytes > 0 && sendbuff == nullptr) fail(coilInvalidArgument, "sendbuff is NULL");
   if (recvBytes > 0 && recvbuff == nullptr) fail(coilInvalidArgument, "recvbuff is NULL");
   if (sendbuff == recvbuff || sendBytes == 0 || recvBytes == 0) return;  // in-place is fine
@@ -60,10 +58,24 @@ void checkPeer(const Communicator& c, int peer) {
     fail(coilInvalidArgument, "peer ", peer, " is out of range [0, ", c.nranks(), ")");
 }
 
-// Runs now, or queues when inside coilGroupStart/End.
-void issue(coilComm* comm, Communicator& c, const CollectiveCall& call) {
-  if (inGroup()) enqueueCollective(comm, call);
-  else c.collective(call);
+// Runs now (host buffers), enqueues on the stream (device buffers), or
+// queues when inside coilGroupStart/End. `use`: the bytes the call reads
+// and writes on this rank.
+void issue(coilComm* comm, Communicator& c, const CollectiveCall& call, const CallBuffers& use,
+           coilStream_t stream, const char* function) {
+  const bool device = onDevice(use, stream);
+  if (inGroup()) {
+    enqueueCollective(comm, call, use, device, stream);
+  } else if (device) {
+    std::vector<device::DeviceRange> ranges;
+    addRanges(use, &ranges);
+    enqueueStaged(comm, ranges, [call](Communicator& host, const device::StagedStream::HostOf& of) {
+      host.collective(hostCall(call, of));
+    }, stream, function);
+  } else {
+    drainStaged(comm);
+    c.collective(call);
+  }
 }
 
 }  // namespace
@@ -80,8 +92,9 @@ extern "C" coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size
     api::checkType(datatype);
     api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(count, datatype);
-    api::checkBuffers(sendbuff, bytes, recvbuff, bytes, stream);
-    api::issue(comm, c, {algo::CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0});
+    api::checkBuffers(sendbuff, bytes, recvbuff, bytes);
+    api::issue(comm, c, {algo::CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0},
+               {sendbuff, bytes, recvbuff, bytes}, stream, "coilAllReduce");
   });
 }
 
@@ -95,9 +108,10 @@ static coilResult_t broadcastAs(const char* function, const void* sendbuff, void
     api::checkType(datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(count, datatype);
-    api::checkBuffers(c.rank() == root ? sendbuff : nullptr, c.rank() == root ? bytes : 0,
-                      recvbuff, bytes, stream);
-    api::issue(comm, c, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root});
+    const size_t sendBytes = c.rank() == root ? bytes : 0;
+    api::checkBuffers(c.rank() == root ? sendbuff : nullptr, sendBytes, recvbuff, bytes);
+    api::issue(comm, c, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root},
+               {sendbuff, sendBytes, recvbuff, bytes}, stream, function);
   });
 }
 
@@ -122,9 +136,10 @@ extern "C" coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t 
     api::checkOp(c, op, datatype);
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(count, datatype);
-    api::checkBuffers(sendbuff, bytes, c.rank() == root ? recvbuff : nullptr,
-                      c.rank() == root ? bytes : 0, stream);
-    api::issue(comm, c, {algo::CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root});
+    const size_t recvBytes = c.rank() == root ? bytes : 0;
+    api::checkBuffers(sendbuff, bytes, c.rank() == root ? recvbuff : nullptr, recvBytes);
+    api::issue(comm, c, {algo::CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root},
+               {sendbuff, bytes, recvbuff, recvBytes}, stream, "coilReduce");
   });
 }
 
@@ -140,9 +155,10 @@ extern "C" coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size
     // In-place is sendbuff == recvbuff + rank * sendcount: a partial overlap
     // that is allowed, so compare against this rank's own block.
     const uint8_t* mine = static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(c.rank()) * bytes;
-    if (sendbuff != mine) api::checkBuffers(sendbuff, bytes, recvbuff, total, stream);
-    else api::checkBuffers(nullptr, 0, recvbuff, total, stream);
-    api::issue(comm, c, {algo::CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, coilSum, 0});
+    if (sendbuff != mine) api::checkBuffers(sendbuff, bytes, recvbuff, total);
+    else api::checkBuffers(nullptr, 0, recvbuff, total);
+    api::issue(comm, c, {algo::CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, coilSum, 0},
+               {sendbuff, bytes, recvbuff, total}, stream, "coilAllGather");
   });
 }
 
@@ -157,9 +173,10 @@ extern "C" coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, 
     size_t bytes = api::checkedBytes(recvcount, datatype);
     size_t total = api::checkedBytes(recvcount, datatype, static_cast<size_t>(c.nranks()));
     const uint8_t* mine = static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(c.rank()) * bytes;
-    if (recvbuff != mine) api::checkBuffers(sendbuff, total, recvbuff, bytes, stream);
-    else api::checkBuffers(sendbuff, total, nullptr, 0, stream);
-    api::issue(comm, c, {algo::CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0});
+    if (recvbuff != mine) api::checkBuffers(sendbuff, total, recvbuff, bytes);
+    else api::checkBuffers(sendbuff, total, nullptr, 0);
+    api::issue(comm, c, {algo::CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0},
+               {sendbuff, total, recvbuff, bytes}, stream, "coilReduceScatter");
   });
 }
 
@@ -173,8 +190,9 @@ extern "C" coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_
     size_t total = api::checkedBytes(count, datatype, static_cast<size_t>(c.nranks()));
     if (total > 0 && sendbuff == recvbuff)
       fail(coilInvalidArgument, "all-to-all cannot run in place (sendbuff == recvbuff)");
-    api::checkBuffers(sendbuff, total, recvbuff, total, stream);
-    api::issue(comm, c, {algo::CollKind::AllToAll, sendbuff, recvbuff, count, datatype, coilSum, 0});
+    api::checkBuffers(sendbuff, total, recvbuff, total);
+    api::issue(comm, c, {algo::CollKind::AllToAll, sendbuff, recvbuff, count, datatype, coilSum, 0},
+               {sendbuff, total, recvbuff, total}, stream, "coilAlltoAll");
   });
 }
 
@@ -188,11 +206,12 @@ extern "C" coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t 
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(sendcount, datatype);
     size_t total = api::checkedBytes(sendcount, datatype, static_cast<size_t>(c.nranks()));
-    if (c.rank() != root) api::checkBuffers(sendbuff, bytes, nullptr, 0, stream);
+    if (c.rank() != root) api::checkBuffers(sendbuff, bytes, nullptr, 0);
     else if (sendbuff == static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(root) * bytes)
-      api::checkBuffers(nullptr, 0, recvbuff, total, stream);
-    else api::checkBuffers(sendbuff, bytes, recvbuff, total, stream);
-    api::issue(comm, c, {algo::CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, coilSum, root});
+      api::checkBuffers(nullptr, 0, recvbuff, total);
+    else api::checkBuffers(sendbuff, bytes, recvbuff, total);
+    api::issue(comm, c, {algo::CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, coilSum, root},
+               {sendbuff, bytes, recvbuff, c.rank() == root ? total : 0}, stream, "coilGather");
   });
 }
 
@@ -206,11 +225,12 @@ extern "C" coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t
     api::checkRoot(c, root);
     size_t bytes = api::checkedBytes(recvcount, datatype);
     size_t total = api::checkedBytes(recvcount, datatype, static_cast<size_t>(c.nranks()));
-    if (c.rank() != root) api::checkBuffers(nullptr, 0, recvbuff, bytes, stream);
+    if (c.rank() != root) api::checkBuffers(nullptr, 0, recvbuff, bytes);
     else if (recvbuff == static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(root) * bytes)
-      api::checkBuffers(sendbuff, total, nullptr, 0, stream);
-    else api::checkBuffers(sendbuff, total, recvbuff, bytes, stream);
-    api::issue(comm, c, {algo::CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, coilSum, root});
+      api::checkBuffers(sendbuff, total, nullptr, 0);
+    else api::checkBuffers(sendbuff, total, recvbuff, bytes);
+    api::issue(comm, c, {algo::CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, coilSum, root},
+               {sendbuff, c.rank() == root ? total : 0, recvbuff, bytes}, stream, "coilScatter");
   });
 }
 
@@ -223,14 +243,26 @@ static coilResult_t pointToPoint(const char* fn, bool isSend, const void* buf, s
     api::checkType(datatype);
     api::checkPeer(c, peer);
     size_t bytes = api::checkedBytes(count, datatype);
-    if (isSend) api::checkBuffers(buf, bytes, nullptr, 0, stream);
-    else api::checkBuffers(nullptr, 0, buf, bytes, stream);
+    const api::CallBuffers use = isSend ? api::CallBuffers{buf, bytes, nullptr, 0}
+                                        : api::CallBuffers{nullptr, 0, buf, bytes};
+    api::checkBuffers(use.send, use.sendBytes, use.recv, use.recvBytes);
+    const bool device = api::onDevice(use, stream);
     P2pCall call{isSend, const_cast<void*>(buf), count, datatype, peer};
-    if (api::inGroup()) api::enqueueP2p(comm, call);
-    else if (peer == c.rank())
+    if (api::inGroup()) {
+      api::enqueueP2p(comm, call, use, device, stream);
+    } else if (peer == c.rank()) {
       fail(coilInvalidUsage, "a send to or receive from this rank itself must be inside "
                              "coilGroupStart/coilGroupEnd together with its match");
-    else c.pointToPoint({call});
+    } else if (device) {
+      std::vector<device::DeviceRange> ranges;
+      api::addRanges(use, &ranges);
+      api::enqueueStaged(comm, ranges, [call](Communicator& host, const device::StagedStream::HostOf& of) {
+        host.pointToPoint({api::hostCall(call, of)});
+      }, stream, fn);
+    } else {
+      api::drainStaged(comm);
+      c.pointToPoint({call});
+    }
   });
 }
 
@@ -248,8 +280,14 @@ extern "C" coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream) {
   return guarded("coilBarrier", comm, [&] {
     api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
-    api::checkBuffers(nullptr, 0, nullptr, 0, stream);
     if (api::inGroup()) fail(coilInvalidUsage, "coilBarrier cannot be called inside a group");
+    if (stream != nullptr) {  // in the stream's order, as the calls on device buffers
+      api::enqueueStaged(comm, {}, [](Communicator& host, const device::StagedStream::HostOf&) {
+        host.barrier();
+      }, stream, "coilBarrier");
+      return;
+    }
+    api::drainStaged(comm);
     c.barrier();
   });
 }

@@ -6,6 +6,7 @@
 
 #include "api/comm_create.h"
 #include "api/config.h"
+#include "api/device_calls.h"
 #include "api/group.h"
 #include "api/guard.h"
 #include "bootstrap/bootstrap.h"
@@ -13,6 +14,7 @@
 #include "bootstrap/store_rendezvous.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "device/device.h"
 
 using coil::api::guarded;
 
@@ -64,6 +66,7 @@ void splitNow(coilComm* comm, int color, int key, coilComm_t* newcomm, CommOptio
               bool blocking, InitMode* mode) {
   InFlight busy(comm);
   Communicator& c = usable(comm);
+  drainStaged(comm);  // the split talks over the links the queued calls use
   const bool share = resolveSplitShare(opts, c.options());
   if (opts.splitShare < 0) opts.splitShare = c.options().splitShare;  // the child's own splits
   SplitPlan plan = c.planSplit(color, key, share);
@@ -83,6 +86,8 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
   auto h = std::make_unique<coilComm>();
   h->rank = rank;
   h->nranks = nranks;
+  // As NCCL: the communicator's device is the one current at init.
+  if (device::available()) h->device = device::currentDevice();
   registerHandle(h.get());  // live from the start: init records its errors on it
   coilComm* raw = h.get();
   if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
@@ -202,17 +207,31 @@ coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
   return guarded("coilCommInitAll", nullptr, [&] {
     if (comms == nullptr) fail(coilInvalidArgument, "comms is NULL");
     if (ndev < 1) fail(coilInvalidArgument, "ndev must be >= 1 (got ", ndev, ")");
-    if (devlist)
-      for (int i = 0; i < ndev; ++i)
-        for (int j = 0; j < i; ++j)
-          if (devlist[i] == devlist[j])
-            fail(coilInvalidArgument, "devlist[", i, "] repeats device ", devlist[i]);
+    // Several ranks on one device are allowed (unlike NCCL): with one GPU,
+    // devlist {0, 0, 0} gives three ranks on it. devlist NULL: 0 .. ndev-1,
+    // as NCCL, or with fewer devices, rank r on device r % count.
+    const int count = device::deviceCount();
+    std::vector<int> devices(static_cast<size_t>(ndev), -1);
+    for (int r = 0; r < ndev; ++r) {
+      if (devlist && devlist[r] < 0) fail(coilInvalidArgument, "devlist[", r, "] is negative");
+      if (devlist && count > 0 && devlist[r] >= count)
+        fail(coilInvalidArgument, "devlist[", r, "] is device ", devlist[r], " but there are ",
+             count, " CUDA devices");
+      if (count > 0) devices[r] = devlist ? devlist[r] : r % count;
+    }
     const coilUniqueId id = encodeUniqueId(makeLocalUniqueId());
     std::vector<coilResult_t> results(static_cast<size_t>(ndev), coilSuccess);
     std::vector<std::string> errors(static_cast<size_t>(ndev));
     std::vector<std::thread> threads;
     for (int r = 0; r < ndev; ++r)
       threads.emplace_back([&, r] {
+        try {
+          if (devices[r] >= 0) device::setDevice(devices[r]);  // the rank's device at init
+        } catch (const Error& e) {
+          results[r] = e.code();
+          errors[r] = e.what();
+          return;
+        }
         results[r] = coilCommInitRank(&comms[r], ndev, id, r);
         if (results[r] != coilSuccess) errors[r] = api::threadLastError();
       });
@@ -280,6 +299,7 @@ coilResult_t coilCommFinalize(coilComm_t comm) {
   return guarded("coilCommFinalize", comm, [&] {
     api::InFlight busy(comm);
     Communicator& c = api::usable(comm);
+    api::drainStaged(comm);  // outstanding work: the calls still on streams
     c.barrier();
   });
 }
@@ -341,7 +361,11 @@ coilResult_t coilCommGetAsyncError(coilComm_t comm, coilResult_t* asyncError) {
     api::InFlight busy(comm);
     if (asyncError == nullptr) fail(coilInvalidArgument, "asyncError is NULL");
     coilResult_t state = comm->initState.load();
-    *asyncError = state == coilSuccess ? comm->impl->asyncError() : state;
+    if (state == coilSuccess) state = comm->impl->asyncError();
+    // An error of work enqueued on a stream (device buffers), as NCCL
+    // reports the failures of kernels it enqueued.
+    if (state == coilSuccess) state = comm->deviceError.load();
+    *asyncError = state;
   });
 }
 

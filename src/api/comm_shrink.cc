@@ -5,6 +5,7 @@
 
 #include "api/comm_create.h"
 #include "api/config.h"
+#include "api/device_calls.h"
 #include "api/guard.h"
 
 using coil::api::guarded;
@@ -56,6 +57,7 @@ extern "C" coilResult_t coilCommShrink(coilComm_t comm, int* excludeRanksList,
         api::excludedRanks(excludeRanksList, excludeRanksCount, comm->nranks, comm->rank);
     CommOptions opts = api::optionsFrom(config);
     Communicator& c = api::usable(comm);
+    if (shrinkFlags == COIL_SHRINK_DEFAULT) api::drainStaged(comm);  // abort mode: they fail anyway
     // Unset fields follow the parent, as a split's do.
     if (config == nullptr || config->timeoutMs <= 0) opts.timeoutMs = c.options().timeoutMs;
     if (opts.name.empty()) opts.name = c.options().name;

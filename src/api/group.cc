@@ -25,6 +25,11 @@ struct Queued {
   coilComm* comm;
   std::vector<CollectiveCall> collectives;
   std::vector<P2pCall> p2p;
+  // Set by the first call with buffers; the others must agree.
+  bool kindKnown = false;
+  bool device = false;
+  coilStream_t stream = nullptr;
+  std::vector<device::DeviceRange> ranges;  // device calls: what they read and write
 };
 
 struct GroupState {
@@ -38,16 +43,54 @@ thread_local GroupState tGroup;
 Queued& queueOf(coilComm* comm) {
   for (Queued& q : tGroup.queues)
     if (q.comm == comm) return q;
-  tGroup.queues.push_back({comm, {}, {}});
+  Queued fresh;
+  fresh.comm = comm;
+  tGroup.queues.push_back(std::move(fresh));
   return tGroup.queues.back();
+}
+
+// Records where a queued call's buffers are; all of a communicator's calls
+// in the group must be on one memory kind and one stream.
+void noteBuffers(Queued& q, const CallBuffers& use, bool device, coilStream_t stream) {
+  if (use.sendBytes == 0 && use.recvBytes == 0) return;  // moves nothing: no say
+  if (q.kindKnown && (q.device != device || q.stream != stream))
+    fail(coilInvalidUsage, "a group's calls on one communicator must all use host buffers or all "
+                           "device buffers on one stream (this call uses ",
+         device ? "device" : "host", " buffers", device ? " on another stream" : "", ")");
+  q.kindKnown = true;
+  q.device = device;
+  q.stream = stream;
+  if (device) addRanges(use, &q.ranges);
+}
+
+// Runs one communicator's queued calls: collectives first, in order, then
+// the point-to-point operations as one concurrent batch.
+void runCalls(Communicator& c, const std::vector<CollectiveCall>& collectives,
+              const std::vector<P2pCall>& p2p) {
+  for (const CollectiveCall& call : collectives) c.collective(call);
+  if (!p2p.empty()) c.pointToPoint(p2p);
 }
 
 coilResult_t runQueue(Queued& q) {
   return guarded("coilGroupEnd", q.comm, [&] {
     InFlight busy(q.comm);
     Communicator& c = usable(q.comm);
-    for (const CollectiveCall& call : q.collectives) c.collective(call);
-    if (!q.p2p.empty()) c.pointToPoint(q.p2p);
+    if (!q.device) {
+      drainStaged(q.comm);
+      runCalls(c, q.collectives, q.p2p);
+      return;
+    }
+    enqueueStaged(q.comm, q.ranges,
+                  [collectives = q.collectives, p2p = q.p2p](
+                      Communicator& host, const device::StagedStream::HostOf& of) {
+                    std::vector<CollectiveCall> hostCollectives;
+                    std::vector<P2pCall> hostP2p;
+                    for (const CollectiveCall& call : collectives)
+                      hostCollectives.push_back(hostCall(call, of));
+                    for (const P2pCall& call : p2p) hostP2p.push_back(hostCall(call, of));
+                    runCalls(host, hostCollectives, hostP2p);
+                  },
+                  q.stream, "coilGroupEnd");
   });
 }
 
@@ -88,11 +131,19 @@ GroupState takeGroup() {
 
 bool inGroup() { return tGroup.depth > 0; }
 
-void enqueueCollective(coilComm* comm, const CollectiveCall& call) {
-  queueOf(comm).collectives.push_back(call);
+void enqueueCollective(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
+                       bool device, coilStream_t stream) {
+  Queued& q = queueOf(comm);
+  noteBuffers(q, use, device, stream);
+  q.collectives.push_back(call);
 }
 
-void enqueueP2p(coilComm* comm, const P2pCall& call) { queueOf(comm).p2p.push_back(call); }
+void enqueueP2p(coilComm* comm, const P2pCall& call, const CallBuffers& use, bool device,
+                coilStream_t stream) {
+  Queued& q = queueOf(comm);
+  noteBuffers(q, use, device, stream);
+  q.p2p.push_back(call);
+}
 
 void enqueueDeferred(DeferredCall call) { tGroup.deferred.push_back(std::move(call)); }
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "api/device_calls.h"
 #include "api/handle.h"
 #include "comm/communicator.h"
 
@@ -11,10 +12,16 @@ namespace coil::api {
 
 /// True while this thread is inside coilGroupStart/End.
 bool inGroup();
-/// Queues a collective on `comm` for the current group.
-void enqueueCollective(coilComm* comm, const CollectiveCall& call);
+/// Queues a collective on `comm` for the current group. `use`: the bytes
+/// it reads and writes; `device`: whether they are device memory. A
+/// communicator's calls in one group must agree on the memory kind and the
+/// stream (coilInvalidUsage otherwise): device calls run as one job on the
+/// stream at coilGroupEnd (device_calls.h).
+void enqueueCollective(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
+                       bool device, coilStream_t stream);
 /// Queues a send or receive on `comm` for the current group.
-void enqueueP2p(coilComm* comm, const P2pCall& call);
+void enqueueP2p(coilComm* comm, const P2pCall& call, const CallBuffers& use, bool device,
+                coilStream_t stream);
 
 /// A call that makes a communicator (an init or a split) inside a group.
 /// As in NCCL, such calls run together at the outermost coilGroupEnd: one

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
+#include "device/staged_stream.h"
 
 struct coilComm {
   std::atomic<bool> abortFlag{false};
@@ -22,6 +23,14 @@ struct coilComm {
   std::atomic<int> inflight{0};              // API calls currently inside
   int rank = -1;
   int nranks = 0;
+  int device = -1;  // the current CUDA device at init; -1 without one
+
+  // Calls on device buffers (device_calls.h), made on the first one. Reset
+  // before impl: its destructor runs the bodies still queued, which use impl.
+  std::mutex stagedMutex;
+  std::unique_ptr<coil::device::StagedStream> staged;
+  // The first error of such a call after it returned (coilCommGetAsyncError).
+  std::atomic<coilResult_t> deviceError{coilSuccess};
 
   std::mutex errorMutex;
   std::string lastError;

@@ -249,3 +249,56 @@ TEST(Registration, BadHandlesAreNamedAndUnusedRegistrationsAreHarmless) {
 
 }  // namespace
 }  // namespace coil::test
+
+namespace coil::test {
+namespace {
+
+// Streams and device memory where no CUDA device is usable (this suite's
+// machines; the gpu suite covers a real device): a stream with host
+// buffers is refused by name, the device calls say why they cannot run,
+// and the communicator has no device.
+TEST(DeviceArguments, HostBuffersWithAStreamAndDeviceCallsWithoutADevice) {
+  coilComm_t comm = soloComm();
+  ASSERT_NE(comm, nullptr);
+  std::vector<float> a(8, 1.0f), b(8);
+  auto stream = reinterpret_cast<coilStream_t>(uintptr_t{0x1000});
+  for (coilResult_t rc :
+       {coilAllReduce(a.data(), b.data(), 8, coilFloat32, coilSum, comm, stream),
+        coilBroadcast(a.data(), b.data(), 8, coilFloat32, 0, comm, stream),
+        coilAllGather(a.data(), b.data(), 8, coilFloat32, comm, stream)}) {
+    EXPECT_EQ(rc, coilInvalidArgument);
+    EXPECT_TRUE(lastErrorHas(comm, "stream must be NULL for host buffers")) << coilGetLastError(comm);
+  }
+  // The refused calls left nothing behind: a host call still works.
+  EXPECT_EQ(coilAllReduce(a.data(), b.data(), 8, coilFloat32, coilSum, comm, nullptr), coilSuccess);
+  EXPECT_EQ(b[7], 1.0f);
+  void* p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(coilMemAlloc(&p, 1024), coilInvalidUsage);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_TRUE(lastErrorHas(nullptr, "CUDA")) << coilGetLastError(nullptr);
+  EXPECT_EQ(coilMemFree(nullptr), coilSuccess);
+  EXPECT_EQ(coilMemFree(a.data()), coilInvalidArgument);  // host memory is not coilMemAlloc's
+  int device = 7;
+  EXPECT_EQ(coilCommCuDevice(comm, &device), coilSuccess);
+  EXPECT_EQ(device, -1);
+  EXPECT_EQ(coilCommCuDevice(comm, nullptr), coilInvalidArgument);
+  // A barrier on a stream needs a device too.
+  EXPECT_EQ(coilBarrier(comm, stream), coilInvalidUsage);
+  EXPECT_TRUE(lastErrorHas(comm, "needs a CUDA device")) << coilGetLastError(comm);
+  EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+}
+
+// Several ranks on one device are allowed: a devlist with repeats is no
+// longer refused (it only names devices where there are some).
+TEST(DeviceArguments, InitAllTakesADevlistWithRepeats) {
+  std::vector<coilComm_t> comms(3);
+  const int devlist[3] = {0, 0, 0};
+  ASSERT_EQ(coilCommInitAll(comms.data(), 3, devlist), coilSuccess) << coilGetLastError(nullptr);
+  for (coilComm_t c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
+  const int negative[2] = {0, -1};
+  EXPECT_EQ(coilCommInitAll(comms.data(), 2, negative), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(nullptr, "devlist[1] is negative")) << coilGetLastError(nullptr);
+}
+
+}  // namespace
+}  // namespace coil::test

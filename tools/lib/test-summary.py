@@ -7,7 +7,7 @@ Reads BUILD_DIR/meson-logs/testlog.json. Prints one line per suite (ok,
 failed, skipped) and each skipped test with its reason (the line where it
 said SKIP, else its last line of output). With CI=true a skip fails (exit 1)
 unless its suite needs hardware this machine kind does not have: the suites
-in COIL_CI_MAY_SKIP (comma-separated, default "cuda"). A green CI that
+in COIL_CI_MAY_SKIP (comma-separated, default "gpu"). A green CI that
 silently dropped a suite it could run would be a lie.
 """
 import collections
@@ -47,7 +47,7 @@ def main():
     print("test summary (suite: ok / failed / skipped):")
     for suite, c in per_suite.items():
         print(f"  {suite:10s} {c['ok']:3d} / {c['failed']:3d} / {c['skipped']:3d}")
-    may_skip = {s for s in os.environ.get("COIL_CI_MAY_SKIP", "cuda").split(",") if s}
+    may_skip = {s for s in os.environ.get("COIL_CI_MAY_SKIP", "gpu").split(",") if s}
     refused = []
     for suite, name, why in skipped:
         print(f"  skipped: {suite}/{name}: {why}")

@@ -1,0 +1,127 @@
+#include "api/device_calls.h"
+
+#include <string>
+
+#include "api/guard.h"
+#include "device/device.h"
+
+namespace coil::api {
+namespace {
+
+const char* kindName(device::MemKind kind) {
+  return kind == device::MemKind::kDevice ? "device" : "host";
+}
+
+device::StagedStream& stagedStreamOf(coilComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->stagedMutex);
+  if (!comm->staged) {
+    if (comm->device < 0)
+      fail(coilInvalidUsage, "a call on a stream needs a CUDA device, and none was current when "
+                             "this communicator was created (", device::unavailableReason(), ")");
+    comm->staged = std::make_unique<device::StagedStream>(comm->device, [comm](const Error& e) {
+      coilResult_t none = coilSuccess;
+      comm->deviceError.compare_exchange_strong(none, e.code());
+      recordError(comm, e.what());
+    });
+  }
+  return *comm->staged;
+}
+
+}  // namespace
+
+bool onDevice(const CallBuffers& b, coilStream_t stream) {
+  const void* buffers[2] = {b.sendBytes > 0 ? b.send : nullptr, b.recvBytes > 0 ? b.recv : nullptr};
+  const char* names[2] = {"sendbuff", "recvbuff"};
+  int first = -1;
+  device::MemKind kind = device::MemKind::kHost;
+  for (int i = 0; i < 2; ++i) {
+    if (buffers[i] == nullptr) continue;
+    const device::MemKind k = device::kindOf(buffers[i]);
+    if (first >= 0 && k != kind)
+      fail(coilInvalidArgument, names[first], " is ", kindName(kind), " memory but ", names[i],
+           " is ", kindName(k), " memory; a call's buffers must all be one or the other");
+    first = i;
+    kind = k;
+  }
+  if (kind == device::MemKind::kDevice) return true;
+  if (stream != nullptr)
+    fail(coilInvalidArgument, "stream must be NULL for host buffers (a call on host memory "
+                              "completes before it returns; device buffers go on streams)");
+  return false;
+}
+
+void addRanges(const CallBuffers& b, std::vector<device::DeviceRange>* ranges) {
+  if (b.sendBytes > 0) ranges->push_back({b.send, b.sendBytes, true, false});
+  if (b.recvBytes > 0) ranges->push_back({b.recv, b.recvBytes, false, true});
+}
+
+CollectiveCall hostCall(const CollectiveCall& call, const device::StagedStream::HostOf& hostOf) {
+  CollectiveCall h = call;
+  h.sendbuff = call.sendbuff ? hostOf(call.sendbuff) : nullptr;
+  h.recvbuff = call.recvbuff ? hostOf(call.recvbuff) : nullptr;
+  return h;
+}
+
+P2pCall hostCall(const P2pCall& call, const device::StagedStream::HostOf& hostOf) {
+  P2pCall h = call;
+  h.buffer = call.buffer ? hostOf(call.buffer) : nullptr;
+  return h;
+}
+
+void enqueueStaged(coilComm* comm, const std::vector<device::DeviceRange>& ranges, StagedBody body,
+                   coilStream_t stream, const char* what) {
+  std::string name = what;
+  stagedStreamOf(comm).enqueue(
+      ranges,
+      [comm, name, body = std::move(body)](const device::StagedStream::HostOf& hostOf) {
+        try {
+          body(usable(comm), hostOf);
+        } catch (const Error& e) {
+          throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
+        }
+      },
+      stream);
+}
+
+void drainStaged(coilComm* comm) {
+  device::StagedStream* staged = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(comm->stagedMutex);
+    staged = comm->staged.get();
+  }
+  if (staged) staged->drain();
+}
+
+}  // namespace coil::api
+
+using namespace coil;
+
+extern "C" {
+
+coilResult_t coilMemAlloc(void** ptr, size_t size) {
+  return api::guarded("coilMemAlloc", nullptr, [&] {
+    if (ptr == nullptr) fail(coilInvalidArgument, "ptr is NULL");
+    *ptr = nullptr;
+    if (!device::available()) fail(coilInvalidUsage, device::unavailableReason());
+    *ptr = device::allocDevice(size);
+  });
+}
+
+coilResult_t coilMemFree(void* ptr) {
+  return api::guarded("coilMemFree", nullptr, [&] {
+    if (ptr == nullptr) return;
+    if (device::kindOf(ptr) != device::MemKind::kDevice)
+      fail(coilInvalidArgument, "ptr ", ptr, " is not device memory from coilMemAlloc");
+    device::freeDevice(ptr);
+  });
+}
+
+coilResult_t coilCommCuDevice(const coilComm_t comm, int* device) {
+  return api::guarded("coilCommCuDevice", comm, [&] {
+    api::InFlight busy(comm);
+    if (device == nullptr) fail(coilInvalidArgument, "device is NULL");
+    *device = comm->device;
+  });
+}
+
+}  // extern "C"

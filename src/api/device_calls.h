@@ -1,0 +1,51 @@
+// Calls on device buffers: which memory a call's buffers are, and running
+// a call in the order of the caller's CUDA stream (device/staged_stream.h).
+//
+// A call whose buffers are all device memory is enqueued on its stream and
+// returns at once; one whose buffers are all host memory runs now, as coil
+// always did, and needs a NULL stream. Mixing the two in one call is
+// coilInvalidArgument. Host calls on a communicator first wait for its
+// device calls still queued: every rank then runs its calls in the order
+// its program made them, which is the order the peers expect.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "api/handle.h"
+#include "device/staged_stream.h"
+
+namespace coil::api {
+
+/// The bytes a call reads and writes on this rank.
+struct CallBuffers {
+  const void* send;
+  size_t sendBytes;
+  const void* recv;
+  size_t recvBytes;
+};
+
+/// True when the call's buffers are device memory (then any stream goes);
+/// false for host memory (then the stream must be NULL). Throws
+/// coilInvalidArgument for a mix, or for host buffers with a stream.
+bool onDevice(const CallBuffers& buffers, coilStream_t stream);
+
+/// The staged ranges of a call: send read, recv written.
+void addRanges(const CallBuffers& buffers, std::vector<device::DeviceRange>* ranges);
+
+/// `call` with its buffers replaced by their staged host copies.
+CollectiveCall hostCall(const CollectiveCall& call, const device::StagedStream::HostOf& hostOf);
+P2pCall hostCall(const P2pCall& call, const device::StagedStream::HostOf& hostOf);
+
+/// Runs `body` on the communicator's host engine in `stream`'s order, over
+/// staged copies of `ranges`; returns once it is enqueued. `what` names the
+/// call in the asynchronous error a failure leaves.
+using StagedBody = std::function<void(Communicator& c, const device::StagedStream::HostOf& hostOf)>;
+void enqueueStaged(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
+                   StagedBody body, coilStream_t stream, const char* what);
+
+/// Waits for the communicator's device calls still queued (before a host
+/// call, which must follow them).
+void drainStaged(coilComm* comm);
+
+}  // namespace coil::api

@@ -1,0 +1,76 @@
+// The CUDA runtime as coil uses it: which memory a pointer is, the device of
+// a communicator, pinned staging memory, copies and events on streams, and
+// making a stream wait for a word in host memory.
+//
+// Two implementations, one chosen by the build: cuda_device.cc (the CUDA
+// runtime, linked statically, so libcoil.so loads on a machine without a
+// driver) and device_absent.cc (a build without the toolkit). Callers never
+// ask which: on a machine without a usable device (or a build without CUDA)
+// available() is false, every pointer is host memory, and the functions that
+// need a device throw coilInvalidUsage naming why none is usable.
+//
+// Streams and events are opaque `void*` here (cudaStream_t, cudaEvent_t) so
+// that no caller includes CUDA's headers. Every CUDA failure becomes
+// coil::Error(coilUnhandledCudaError) with CUDA's error name and text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace coil::device {
+
+enum class MemKind { kHost, kDevice };
+
+/// True when this build has CUDA and the driver reports at least one device.
+/// Decided once per process, at the first call (which initialises CUDA).
+bool available();
+/// Why available() is false ("built without CUDA", "no CUDA driver: ...");
+/// empty when it is true.
+std::string unavailableReason();
+/// "CUDA runtime 13.0" or "built without CUDA": for logs and --version.
+std::string buildDescription();
+
+/// kDevice for memory the GPU owns (cudaMalloc, cuMem, managed memory);
+/// kHost for anything else, pinned host memory included. Always kHost when
+/// !available(), without touching CUDA.
+MemKind kindOf(const void* ptr);
+
+/// The calling thread's current device (cudaGetDevice).
+int currentDevice();
+/// Makes `device` current on the calling thread.
+void setDevice(int device);
+/// Number of devices (0 when !available()).
+int deviceCount();
+
+/// cudaMalloc / cudaFree on the current device.
+void* allocDevice(size_t bytes);
+void freeDevice(void* ptr) noexcept;
+/// Page-locked host memory, mapped into every device's address space (so
+/// a stream can wait on a word of it and copies from it run asynchronously).
+void* allocPinned(size_t bytes);
+void freePinned(void* ptr) noexcept;
+/// A blocking copy in the direction the pointers say (tests and coil_perf
+/// fill and check device buffers with it).
+void copy(void* dst, const void* src, size_t bytes);
+
+using Stream = void*;
+using Event = void*;
+
+/// cudaMemcpyAsync in the direction the pointers say (cudaMemcpyDefault).
+void copyAsync(void* dst, const void* src, size_t bytes, Stream stream);
+Event createEvent();  // timing disabled: the cheap kind
+void destroyEvent(Event event) noexcept;
+void recordEvent(Event event, Stream stream);
+/// Blocks the calling thread until the work before the event has run.
+void syncEvent(Event event);
+/// True once the work before the event has run (cudaEventQuery).
+bool eventDone(Event event);
+void syncStream(Stream stream);
+/// Enqueues on `stream` a wait until the 32-bit word at `word` (in memory
+/// from allocPinned) reaches `ticket`, compared cyclically (wrap-safe):
+/// the GPU's front end waits, no kernel spins. The host releases the
+/// stream by storing a value >= ticket into the word.
+void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket);
+
+}  // namespace coil::device

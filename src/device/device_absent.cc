@@ -1,0 +1,36 @@
+// device.h for a build without the CUDA toolkit: no pointer is device
+// memory, and whatever needs a device says the build has none.
+#include "core/error.h"
+#include "device/device.h"
+
+namespace coil::device {
+namespace {
+
+constexpr const char* kReason = "this coil was built without CUDA (meson -Dcuda found no nvcc)";
+
+[[noreturn]] void noCuda(const char* what) { fail(coilInvalidUsage, what, ": ", kReason); }
+
+}  // namespace
+
+bool available() { return false; }
+std::string unavailableReason() { return kReason; }
+std::string buildDescription() { return "built without CUDA"; }
+MemKind kindOf(const void*) { return MemKind::kHost; }
+int currentDevice() { noCuda("currentDevice"); }
+void setDevice(int) { noCuda("setDevice"); }
+int deviceCount() { return 0; }
+void* allocDevice(size_t) { noCuda("allocDevice"); }
+void freeDevice(void*) noexcept {}
+void* allocPinned(size_t) { noCuda("allocPinned"); }
+void freePinned(void*) noexcept {}
+void copy(void*, const void*, size_t) { noCuda("copy"); }
+void copyAsync(void*, const void*, size_t, Stream) { noCuda("copyAsync"); }
+Event createEvent() { noCuda("createEvent"); }
+void destroyEvent(Event) noexcept {}
+void recordEvent(Event, Stream) { noCuda("recordEvent"); }
+void syncEvent(Event) { noCuda("syncEvent"); }
+bool eventDone(Event) { noCuda("eventDone"); }
+void syncStream(Stream) { noCuda("syncStream"); }
+void waitWord(Stream, const volatile uint32_t*, uint32_t) { noCuda("waitWord"); }
+
+}  // namespace coil::device

@@ -1,0 +1,419 @@
+// The gpu suite: every collective on device buffers, enqueued on streams,
+// against the independent reference, with 1 to 4 ranks on one GPU, as
+// forked processes (--gtest_filter=Procs/*) and as threads of one process
+// made by coilCommInitAll (Threads/*). Also: what a stream promises (the
+// call returns before the data moves; results are there after a stream
+// sync; two communicators on two streams do not wait for each other),
+// argument checks, and a killed rank.
+//
+// Exits 77 with the reason where no CUDA device is usable. The probe runs
+// in a child process: a parent that initialised CUDA could not fork ranks
+// that use it.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/reference.h"
+#include "harness/run_ranks.h"
+
+namespace coil::test {
+namespace {
+
+#define CUDA_OK(call)                                                               \
+  do {                                                                              \
+    const cudaError_t err_ = (call);                                                \
+    ASSERT_EQ(err_, cudaSuccess) << #call << ": " << cudaGetErrorString(err_);      \
+  } while (0)
+
+void expectOk(coilResult_t rc, coilComm_t comm) {
+  ASSERT_EQ(rc, coilSuccess) << coilGetErrorString(rc) << ": " << coilGetLastError(comm);
+}
+
+// A device buffer holding `host`, freed at scope end.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(coilMemAlloc(&ptr_, bytes > 0 ? bytes : 1), coilSuccess) << coilGetLastError(nullptr);
+  }
+  DeviceBuffer(const std::vector<uint8_t>& host) : DeviceBuffer(host.size()) { upload(host); }
+  ~DeviceBuffer() { coilMemFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void upload(const std::vector<uint8_t>& host) {
+    if (!host.empty()) {
+      EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> host(bytes_);
+    if (bytes_) {
+      EXPECT_EQ(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return host;
+  }
+  uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+  void sync() const { EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess); }
+};
+
+const size_t kCounts[] = {0, 1, 7, 1009, 70001};
+
+// int32 value of (rank, i), exact in every type's use here.
+int32_t tagValue(int rank, size_t i) { return static_cast<int32_t>(rank * 100003 + i % 99991); }
+
+std::vector<uint8_t> tagged(int rank, size_t count, size_t firstIndex = 0) {
+  std::vector<uint8_t> v(count * 4);
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t x = tagValue(rank, firstIndex + i);
+    std::memcpy(v.data() + 4 * i, &x, 4);
+  }
+  return v;
+}
+
+int32_t at(const std::vector<uint8_t>& v, size_t i) {
+  int32_t x;
+  std::memcpy(&x, v.data() + 4 * i, 4);
+  return x;
+}
+
+// ---- the bodies: one rank's view, whichever way the ranks were made -----
+
+void allReduceBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  for (coilDataType_t t : {coilFloat32, coilFloat16, coilBfloat16, coilFloat64, coilInt64, coilUint8})
+    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg})
+      for (size_t count : kCounts)
+        for (bool inPlace : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << nameOf(t) << " " << nameOf(op) << " count " << count
+                                            << (inPlace ? " in place" : ""));
+          const auto in = makeInput(t, op, rank, n, count);
+          const auto want = makeExpected(t, op, n, count);
+          DeviceBuffer send(in), recv(in.size());
+          uint8_t* dst = inPlace ? send.get() : recv.get();
+          expectOk(coilAllReduce(send.get(), dst, count, t, op, comm, stream.s), comm);
+          stream.sync();
+          const auto got = inPlace ? send.download() : recv.download();
+          ASSERT_EQ(firstMismatch(t, got.data(), want.data(), count), SIZE_MAX);
+        }
+}
+
+void rootedBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  for (int root = 0; root < n; ++root)
+    for (size_t count : kCounts) {
+      SCOPED_TRACE(::testing::Message() << "root " << root << " count " << count);
+      {  // broadcast, out of place
+        DeviceBuffer send(tagged(rank, count)), recv(count * 4);
+        expectOk(coilBroadcast(send.get(), recv.get(), count, coilInt32, root, comm, stream.s), comm);
+        stream.sync();
+        const auto got = recv.download();
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, i), tagValue(root, i)) << i;
+      }
+      {  // reduce (sum), in place at the root
+        const auto in = makeInput(coilFloat32, coilSum, rank, n, count);
+        const auto want = makeExpected(coilFloat32, coilSum, n, count);
+        DeviceBuffer buf(in);
+        expectOk(coilReduce(buf.get(), buf.get(), count, coilFloat32, coilSum, root, comm, stream.s), comm);
+        stream.sync();
+        if (rank == root) {
+          ASSERT_EQ(firstMismatch(coilFloat32, buf.download().data(), want.data(), count), SIZE_MAX);
+        }
+      }
+      {  // gather into the root, then scatter back out
+        DeviceBuffer send(tagged(rank, count)), all(count * 4 * n), back(count * 4);
+        expectOk(coilGather(send.get(), all.get(), count, coilInt32, root, comm, stream.s), comm);
+        expectOk(coilScatter(all.get(), back.get(), count, coilInt32, root, comm, stream.s), comm);
+        stream.sync();
+        if (rank == root) {
+          const auto got = all.download();
+          for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, r * count + i), tagValue(r, i));
+        }
+        const auto mine = back.download();
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(mine, i), tagValue(rank, i));
+      }
+    }
+}
+
+void gatherScatterFamilyBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  for (size_t count : kCounts)
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? " in place" : ""));
+      {  // all-gather; in place: this rank's block of recvbuff is the input
+        DeviceBuffer recv(count * 4 * n), send(tagged(rank, count));
+        if (inPlace) {
+          std::vector<uint8_t> seed(count * 4 * n, 0xEE);
+          const auto mine = tagged(rank, count);
+          std::copy(mine.begin(), mine.end(), seed.begin() + static_cast<ptrdiff_t>(rank * count * 4));
+          recv.upload(seed);
+        }
+        const uint8_t* input = inPlace ? recv.get() + rank * count * 4 : send.get();
+        expectOk(coilAllGather(input, recv.get(), count, coilInt32, comm, stream.s), comm);
+        stream.sync();
+        const auto got = recv.download();
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, r * count + i), tagValue(r, i));
+      }
+      {  // reduce-scatter (max); in place: the output is this rank's block
+        std::vector<uint8_t> in(count * 4 * n);
+        for (int b = 0; b < n; ++b) {
+          const auto block = tagged(rank, count, b * count);
+          std::copy(block.begin(), block.end(), in.begin() + static_cast<ptrdiff_t>(b * count * 4));
+        }
+        DeviceBuffer send(in), recv(count * 4);
+        uint8_t* out = inPlace ? send.get() + rank * count * 4 : recv.get();
+        expectOk(coilReduceScatter(send.get(), out, count, coilInt32, coilMax, comm, stream.s), comm);
+        stream.sync();
+        const auto got = inPlace ? send.download() : recv.download();
+        const size_t base = inPlace ? rank * count : 0;
+        for (size_t i = 0; i < count; ++i)  // the largest rank's value wins
+          ASSERT_EQ(at(got, base + i), tagValue(n - 1, rank * count + i));
+      }
+      if (!inPlace) {  // all-to-all: block r of rank s goes to block s of rank r
+        std::vector<uint8_t> in(count * 4 * n);
+        for (int b = 0; b < n; ++b) {
+          const auto block = tagged(rank, count, b * count);
+          std::copy(block.begin(), block.end(), in.begin() + static_cast<ptrdiff_t>(b * count * 4));
+        }
+        DeviceBuffer send(in), recv(count * 4 * n);
+        expectOk(coilAlltoAll(send.get(), recv.get(), count, coilInt32, comm, stream.s), comm);
+        stream.sync();
+        const auto got = recv.download();
+        for (int s = 0; s < n; ++s)
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, s * count + i), tagValue(s, rank * count + i));
+      }
+    }
+}
+
+// A ring exchange in a group, both directions, isend before irecv order.
+void sendRecvBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  for (size_t count : kCounts) {
+    SCOPED_TRACE(::testing::Message() << "count " << count);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    DeviceBuffer toNext(tagged(rank, count)), toPrev(tagged(rank + 7, count));
+    DeviceBuffer fromPrev(count * 4), fromNext(count * 4);
+    expectOk(coilGroupStart(), comm);
+    expectOk(coilSend(toNext.get(), count, coilInt32, next, comm, stream.s), comm);
+    expectOk(coilSend(toPrev.get(), count, coilInt32, prev, comm, stream.s), comm);
+    expectOk(coilRecv(fromPrev.get(), count, coilInt32, prev, comm, stream.s), comm);
+    expectOk(coilRecv(fromNext.get(), count, coilInt32, next, comm, stream.s), comm);
+    expectOk(coilGroupEnd(), comm);
+    stream.sync();
+    const auto a = fromPrev.download(), b = fromNext.download();
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(at(a, i), tagValue(prev, i));
+      ASSERT_EQ(at(b, i), tagValue(next + 7, i));
+    }
+  }
+}
+
+// The call returns while the stream is still held up by earlier work; the
+// result is there after the stream sync, not before.
+void asyncBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  const size_t count = 1 << 20;
+  const auto in = makeInput(coilFloat32, coilSum, rank, n, count);
+  const auto want = makeExpected(coilFloat32, coilSum, n, count);
+  DeviceBuffer send(in), recv(in.size());
+  CUDA_OK(cudaMemset(recv.get(), 0, in.size()));
+  std::atomic<bool> open{false};
+  // Holds the stream until the host opens it.
+  auto gate = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  CUDA_OK(cudaLaunchHostFunc(stream.s, gate, &open));
+  const auto t0 = std::chrono::steady_clock::now();
+  expectOk(coilAllReduce(send.get(), recv.get(), count, coilFloat32, coilSum, comm, stream.s), comm);
+  EXPECT_LT(secondsSince(t0), 1.0) << "the call waited for its stream";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(cudaStreamQuery(stream.s), cudaErrorNotReady);
+  std::vector<uint8_t> early(16);
+  CUDA_OK(cudaMemcpy(early.data(), recv.get(), early.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(early, std::vector<uint8_t>(16, 0)) << "the output changed before the stream reached the call";
+  open = true;
+  stream.sync();
+  ASSERT_EQ(firstMismatch(coilFloat32, recv.download().data(), want.data(), count), SIZE_MAX);
+}
+
+// Mixing host and device buffers, or host buffers with a stream, is refused.
+void argumentBody(coilComm_t comm, int, int) {
+  Stream stream;
+  DeviceBuffer dev(64);
+  std::vector<float> host(16);
+  EXPECT_EQ(coilAllReduce(host.data(), dev.get(), 16, coilFloat32, coilSum, comm, stream.s), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(comm)).find("device memory"), std::string::npos) << coilGetLastError(comm);
+  EXPECT_EQ(coilAllReduce(host.data(), host.data(), 16, coilFloat32, coilSum, comm, stream.s), coilInvalidArgument);
+  EXPECT_NE(std::string(coilGetLastError(comm)).find("stream must be NULL"), std::string::npos) << coilGetLastError(comm);
+  int device = -2;
+  expectOk(coilCommCuDevice(comm, &device), comm);
+  EXPECT_EQ(device, 0);
+  // Host buffers still work on the same communicator, after device calls.
+  expectOk(coilAllReduce(dev.get(), dev.get(), 16, coilFloat32, coilSum, comm, stream.s), comm);
+  expectOk(coilAllReduce(host.data(), host.data(), 16, coilFloat32, coilSum, comm, nullptr), comm);
+  coilResult_t async = coilInternalError;
+  expectOk(coilCommGetAsyncError(comm, &async), comm);
+  EXPECT_EQ(async, coilSuccess);
+}
+
+using Body = void (*)(coilComm_t, int, int);
+
+// ---- ranks as processes (the harness forks them) -------------------------
+
+class Procs : public ::testing::TestWithParam<int> {};
+
+void inProcesses(int n, Body body) {
+  runRanks({n, Launch::Processes, "", 300}, [&](coilComm_t comm, int rank) { body(comm, rank, n); });
+}
+
+TEST_P(Procs, AllReduceEveryTypeAndOp) { inProcesses(GetParam(), allReduceBody); }
+TEST_P(Procs, RootedCollectivesFromEveryRoot) { inProcesses(GetParam(), rootedBody); }
+TEST_P(Procs, AllGatherReduceScatterAllToAll) { inProcesses(GetParam(), gatherScatterFamilyBody); }
+TEST_P(Procs, SendRecvBothWaysInAGroup) {
+  if (GetParam() > 1) inProcesses(GetParam(), sendRecvBody);
+}
+TEST_P(Procs, CallsReturnBeforeTheirStreamRuns) { inProcesses(GetParam(), asyncBody); }
+TEST_P(Procs, ArgumentChecks) { inProcesses(GetParam(), argumentBody); }
+
+INSTANTIATE_TEST_SUITE_P(Procs, Procs, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// A rank that dies: the survivors' enqueued call fails (asynchronously),
+// their stream is released, and nothing hangs.
+TEST(ProcsFault, AKilledRankBecomesAnErrorNotAHang) {
+  runRanksRaw({3, Launch::Processes, "", 120}, [](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 3, rank, 10'000);
+    ASSERT_NE(comm, nullptr);
+    Stream stream;
+    DeviceBuffer buf(4096 * 4);
+    expectOk(coilAllReduce(buf.get(), buf.get(), 4096, coilFloat32, coilSum, comm, stream.s), comm);
+    stream.sync();
+    if (rank == 1) _exit(0);  // dies without a word
+    const auto t0 = std::chrono::steady_clock::now();
+    expectOk(coilAllReduce(buf.get(), buf.get(), 4096, coilFloat32, coilSum, comm, stream.s), comm);
+    stream.sync();  // must come back: the failed call still releases the stream
+    coilResult_t async = coilSuccess;
+    expectOk(coilCommGetAsyncError(comm, &async), comm);
+    EXPECT_NE(async, coilSuccess) << "a dead peer went unnoticed";
+    EXPECT_LT(secondsSince(t0), 10.0);
+    coilCommDestroy(comm);
+  });
+}
+
+// ---- ranks as threads of this process (coilCommInitAll) ------------------
+
+class Threads : public ::testing::TestWithParam<int> {};
+
+void inThreads(int n, Body body) {
+  std::vector<coilComm_t> comms(n);
+  const std::vector<int> devices(n, 0);  // several ranks on one GPU
+  ASSERT_EQ(coilCommInitAll(comms.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+      body(comms[r], r, n);
+    });
+  for (auto& t : threads) t.join();
+  for (coilComm_t c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
+}
+
+TEST_P(Threads, AllReduceEveryTypeAndOp) { inThreads(GetParam(), allReduceBody); }
+TEST_P(Threads, RootedCollectivesFromEveryRoot) { inThreads(GetParam(), rootedBody); }
+TEST_P(Threads, AllGatherReduceScatterAllToAll) { inThreads(GetParam(), gatherScatterFamilyBody); }
+TEST_P(Threads, SendRecvBothWaysInAGroup) {
+  if (GetParam() > 1) inThreads(GetParam(), sendRecvBody);
+}
+
+// Two communicators of the same ranks, each on its own stream: a call on
+// the second completes while the first one's stream is held up.
+TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
+  const int n = GetParam();
+  std::vector<coilComm_t> a(n), b(n);
+  const std::vector<int> devices(n, 0);
+  ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  std::atomic<bool> open{false};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+      Stream held, running;
+      DeviceBuffer x(4096), y(4096);
+      auto gate = [](void* flag) {
+        while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      };
+      EXPECT_EQ(cudaLaunchHostFunc(held.s, gate, &open), cudaSuccess);
+      expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
+      expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b[r], running.s), b[r]);
+      running.sync();  // would never return if b's call waited behind a's
+      EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
+    });
+  for (auto& t : threads) t.join();
+  open = true;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);  // runs a's call, now unblocked
+    EXPECT_EQ(coilCommDestroy(b[r]), coilSuccess);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, Threads, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Empty when a device is usable, else why not: asked in a child process,
+// so that this one has not initialised CUDA when the harness forks ranks.
+std::string whyNoDevice() {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    std::string why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
+                      : count == 0       ? "the driver reports no device"
+                                         : "";
+    if (write(fds[1], why.data(), why.size()) < 0) _exit(2);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[256];
+  for (ssize_t k; (k = read(fds[0], buf, sizeof buf)) > 0;) why.append(buf, static_cast<size_t>(k));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "the CUDA probe process failed";
+  return why;
+}
+
+}  // namespace
+}  // namespace coil::test
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const std::string why = coil::test::whyNoDevice();
+  if (!why.empty()) {
+    std::printf("gpu suite: skipped: no usable CUDA device (%s)\n", why.c_str());
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}
