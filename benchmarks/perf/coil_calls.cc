@@ -33,40 +33,40 @@ void coilCheck(coilResult_t result, const char* call, coilComm_t comm) {
   throw CoilFailure(describeFailure(result, call, comm), result);
 }
 
-void runCoil(const CollCall& c, coilComm_t comm, int rank, int nranks) {
+void runCoil(const CollCall& c, coilComm_t comm, int rank, int nranks, coilStream_t stream) {
   const coilDataType_t t = c.type.type;
   switch (c.coll) {
     case Collective::AllReduce:
-      return coilCheck(coilAllReduce(c.send, c.recv, c.count, t, c.op, comm, nullptr),
+      return coilCheck(coilAllReduce(c.send, c.recv, c.count, t, c.op, comm, stream),
                        "coilAllReduce", comm);
     case Collective::Broadcast:
-      return coilCheck(coilBroadcast(c.send, c.recv, c.count, t, c.root, comm, nullptr),
+      return coilCheck(coilBroadcast(c.send, c.recv, c.count, t, c.root, comm, stream),
                        "coilBroadcast", comm);
     case Collective::Reduce:
-      return coilCheck(coilReduce(c.send, c.recv, c.count, t, c.op, c.root, comm, nullptr),
+      return coilCheck(coilReduce(c.send, c.recv, c.count, t, c.op, c.root, comm, stream),
                        "coilReduce", comm);
     case Collective::AllGather:
-      return coilCheck(coilAllGather(c.send, c.recv, c.count, t, comm, nullptr), "coilAllGather",
+      return coilCheck(coilAllGather(c.send, c.recv, c.count, t, comm, stream), "coilAllGather",
                        comm);
     case Collective::ReduceScatter:
-      return coilCheck(coilReduceScatter(c.send, c.recv, c.count, t, c.op, comm, nullptr),
+      return coilCheck(coilReduceScatter(c.send, c.recv, c.count, t, c.op, comm, stream),
                        "coilReduceScatter", comm);
     case Collective::AllToAll:
-      return coilCheck(coilAlltoAll(c.send, c.recv, c.count, t, comm, nullptr), "coilAlltoAll",
+      return coilCheck(coilAlltoAll(c.send, c.recv, c.count, t, comm, stream), "coilAlltoAll",
                        comm);
     case Collective::Gather:
-      return coilCheck(coilGather(c.send, c.recv, c.count, t, c.root, comm, nullptr), "coilGather",
+      return coilCheck(coilGather(c.send, c.recv, c.count, t, c.root, comm, stream), "coilGather",
                        comm);
     case Collective::Scatter:
-      return coilCheck(coilScatter(c.send, c.recv, c.count, t, c.root, comm, nullptr),
+      return coilCheck(coilScatter(c.send, c.recv, c.count, t, c.root, comm, stream),
                        "coilScatter", comm);
     case Collective::SendRecv: {
       // The group must be closed whatever happens inside it; a failure of a
       // queued call is reported by coilGroupEnd, the first one wins.
       coilCheck(coilGroupStart(), "coilGroupStart", nullptr);
-      const coilResult_t sent = coilSend(c.send, c.count, t, (rank + 1) % nranks, comm, nullptr);
+      const coilResult_t sent = coilSend(c.send, c.count, t, (rank + 1) % nranks, comm, stream);
       const coilResult_t received =
-          coilRecv(c.recv, c.count, t, (rank - 1 + nranks) % nranks, comm, nullptr);
+          coilRecv(c.recv, c.count, t, (rank - 1 + nranks) % nranks, comm, stream);
       const coilResult_t ended = coilGroupEnd();
       coilCheck(sent, "coilSend", comm);
       coilCheck(received, "coilRecv", comm);
@@ -76,24 +76,28 @@ void runCoil(const CollCall& c, coilComm_t comm, int rank, int nranks) {
 }
 
 double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, const Timing& t) {
-  for (int i = 0; i < t.warmup; ++i) runCoil(call, comm, rank, nranks);
+  for (int i = 0; i < t.warmup; ++i) runCoil(call, comm, rank, nranks, t.stream);
+  if (t.sync) t.sync();     // device buffers: the warm-up has run
   maxOverRanks(comm, 0.0);  // a barrier: start the clocks together
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < t.iters; ++i) {
     if (t.aggIters > 1) coilCheck(coilGroupStart(), "coilGroupStart", nullptr);
     try {
-      for (int a = 0; a < t.aggIters; ++a) runCoil(call, comm, rank, nranks);
+      for (int a = 0; a < t.aggIters; ++a) runCoil(call, comm, rank, nranks, t.stream);
     } catch (...) {
       if (t.aggIters > 1) coilGroupEnd();  // close the group; the first error wins
       throw;
     }
     if (t.aggIters > 1) coilCheck(coilGroupEnd(), "coilGroupEnd", comm);
-    // Calls return complete on the host, so -z only adds nccl-tests'
-    // barrier; it cannot go inside a group, hence once per iteration.
+    // Calls on host buffers return complete, so there -z only adds
+    // nccl-tests' barrier; it cannot go inside a group, hence once per
+    // iteration. Calls on device buffers are waited for first.
+    if (t.blocking != 0 && t.sync) t.sync();
     if (t.blocking == 1 || t.blocking == 3) {
       coilCheck(coilBarrier(comm, nullptr), "coilBarrier", comm);
     }
   }
+  if (t.sync) t.sync();  // device buffers: as nccl-tests, the clock stops once the stream has run
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   return combineOverRanks(comm, elapsed.count() / (static_cast<double>(t.iters) * t.aggIters),
                           t.average, rank, nranks);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,10 +35,12 @@ std::string describeFailure(coilResult_t result, const char* call, coilComm_t co
 /// Throws CoilFailure(describeFailure(...)) unless result is coilSuccess.
 void coilCheck(coilResult_t result, const char* call, coilComm_t comm);
 
-/// Issues `call` on `comm` (this rank is `rank` of `nranks`). Send/recv is
-/// the ring of nccl-tests' sendrecv: in one group, send to rank+1 and
+/// Issues `call` on `comm` (this rank is `rank` of `nranks`) on `stream`
+/// (NULL for host buffers; device buffers' calls are only enqueued). Send/recv
+/// is the ring of nccl-tests' sendrecv: in one group, send to rank+1 and
 /// receive from rank-1. Throws CoilFailure naming the call.
-void runCoil(const CollCall& call, coilComm_t comm, int rank, int nranks);
+void runCoil(const CollCall& call, coilComm_t comm, int rank, int nranks,
+             coilStream_t stream = nullptr);
 
 /// How timeCoil times a call: nccl-tests' -w, -n, -m, -z and -a.
 struct Timing {
@@ -46,10 +49,16 @@ struct Timing {
   int aggIters = 1;   ///< calls per timed iteration, in one group
   int blocking = 0;   ///< 1 or 3: a barrier after each timed iteration
   Average average = Average::Max;
+  coilStream_t stream = nullptr;  ///< the calls' stream (device buffers)
+  /// Device buffers: waits for `stream` (nccl-tests' stream synchronize) after
+  /// the warm-up, after each iteration when blocking != 0, and before the
+  /// clock stops. Empty for host buffers, whose calls return complete.
+  std::function<void()> sync = nullptr;
 };
 
 /// Runs `call` `t.warmup` times untimed, meets the other ranks, runs
-/// `t.iters` iterations of `t.aggIters` calls each, and returns the mean
+/// `t.iters` iterations of `t.aggIters` calls each (waiting for t.stream
+/// before the clock stops, if t.sync is set), and returns the mean
 /// seconds per call, combined over ranks as `t.average` says (every rank
 /// must call it with the same shape).
 double timeCoil(const CollCall& call, coilComm_t comm, int rank, int nranks, const Timing& t);

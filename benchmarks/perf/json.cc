@@ -59,8 +59,9 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
     << ", \"max_bytes\": " << info.maxBytes << ", \"factor\": " << number(info.factor)
     << ", \"step_bytes\": " << info.stepBytes << ", \"warmup\": " << info.warmup
     << ", \"iters\": " << info.iters << ", \"check\": " << (info.check ? "true" : "false")
-    << ", \"baseline\": " << (info.baselineName.empty() ? "null" : jsonString(info.baselineName))
-    << ",\n \"collectives\": [";
+    << ", \"baseline\": " << (info.baselineName.empty() ? "null" : jsonString(info.baselineName));
+  if (!info.memory.empty()) o << ", \"memory\": " << jsonString(info.memory);
+  o << ",\n \"collectives\": [";
   if (info.collectives.empty()) o << jsonString("allreduce");
   for (size_t c = 0; c < info.collectives.size(); ++c) {
     o << (c ? ", " : "") << jsonString(info.collectives[c]);

@@ -14,9 +14,11 @@
 #include "calibrate.h"
 #include "coil.h"
 #include "coil_calls.h"
+#include "device_memory.h"
 #include "json.h"
 #include "launch.h"
 #include "options.h"
+#include "rank_buffers.h"
 #include "report.h"
 #include "sweep.h"
 #include "units.h"
@@ -31,12 +33,51 @@ std::string transportLabel(const Options& opts) {
   return env && *env ? env : "auto";
 }
 
-std::string describeRank(const Participant& self, int threads) {
+// Where the sweep's buffers are (--memory), decided in main before any rank
+// exists: the probe asks CUDA in a child process, since a process that has
+// initialised CUDA cannot fork ranks that use it.
+struct MemoryChoice {
+  bool device = false;
+  std::string note;  ///< the header's "memory: ..." line, without "memory: "
+};
+
+MemoryChoice chooseMemory(const Options& opts) {
+  MemoryChoice c;
+  if (opts.memory == Memory::Host) {
+    c.note = "host";
+    return c;
+  }
+  if (opts.memory == Memory::Default && opts.baselineMpi) {
+    c.note = "host (the MPI baseline uses host buffers)";
+    return c;
+  }
+  if (opts.memory == Memory::Default && (opts.predict || !opts.calibratePath.empty())) {
+    c.note = "host (--calibrate and --predict measure host buffers)";
+    return c;
+  }
+  int count = 0;
+  const std::string why = gpu::whyUnusableInChild(&count);
+  if (why.empty()) {
+    c.device = true;
+    c.note = "device";  // main's rank 0 adds its device
+    return c;
+  }
+  if (opts.memory == Memory::Device) {
+    throw UsageError("--memory device: " +
+                     (gpu::builtWithCuda() ? "no usable CUDA device (" + why + ")" : why));
+  }
+  c.note = "host (" + (gpu::builtWithCuda() ? "no usable CUDA device: " + why : why) + ")";
+  return c;
+}
+
+std::string describeRank(const Participant& self, int threads, int device) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   std::string who = "pid " + std::to_string(getpid());
   if (threads > 1) who += " thread " + std::to_string(self.thread());
-  return who + " on " + host;
+  who += std::string(" on ") + host;
+  if (device >= 0) who += " device " + std::to_string(device);
+  return who;
 }
 
 std::string versionText(int code) {
@@ -69,22 +110,53 @@ void fail(RankOutcome& out, int rank, const std::string& what) {
   out.ok = false;
 }
 
+// With device buffers: makes device (announced rank) % count current on
+// this thread, before the communicator exists (coil's is the device current
+// when it is created). Returns the device; -1 with host buffers.
+int chooseDevice(const MemoryChoice& memory, const Participant& self) {
+  if (!memory.device) return -1;
+  const int count = gpu::deviceCount();  // initialises CUDA here: after any fork
+  const int device = self.rank() % count;
+  gpu::setDevice(device);
+  return device;
+}
+
 // The whole run of one rank: connect, sweep (or calibrate), disconnect.
-RankOutcome runRank(const Options& opts, const ProcessLaunch& launch, int thread, RunInfo info) {
+RankOutcome runRank(const Options& opts, const ProcessLaunch& launch, int thread, RunInfo info,
+                    const MemoryChoice& memory) {
   RankOutcome out;
   Participant self(launch, thread);
+  // Outlives the communicator: its device work has ended or failed once
+  // the communicator is destroyed, and only then are the buffers freed.
+  std::unique_ptr<RankBuffers> buffers;
   try {
+    const int device = chooseDevice(memory, self);
     self.connect();
     out.printer = self.rank() == 0;
+    if (device >= 0) {
+      int commDevice = -1;
+      coilCheck(coilCommCuDevice(self.comm(), &commDevice), "coilCommCuDevice", self.comm());
+      if (commDevice != device) {
+        throw std::runtime_error("coil's communicator is on CUDA device " +
+                                 std::to_string(commDevice) + ", not on device " +
+                                 std::to_string(device) + " that coil_perf made current");
+      }
+    }
     info.nranks = self.nranks();
+    info.memory = memory.device ? "device" : "host";
     info.ranks = gatherText(self.comm(), self.rank(), self.nranks(),
-                            describeRank(self, launch.threads()));
+                            describeRank(self, launch.threads(), device));
     Table table(stdout, info);
-    if (out.printer) table.printRunInfo();
+    if (out.printer) {
+      table.printRunInfo();
+      table.printNote("memory: " + memory.note +
+                      (device >= 0 ? " (CUDA device " + std::to_string(device) + ")" : ""));
+    }
     if (!opts.calibratePath.empty() || opts.predict) {
       runModelTools(opts, self, info.ranks, out.printer);
     } else {
-      Sweep sweep(opts, self, out.printer ? &table : nullptr);
+      buffers = std::make_unique<RankBuffers>(memory.device, opts.maxBytes);
+      Sweep sweep(opts, self, out.printer ? &table : nullptr, *buffers);
       try {
         sweep.run();
       } catch (...) {
@@ -103,6 +175,7 @@ RankOutcome runRank(const Options& opts, const ProcessLaunch& launch, int thread
   } catch (const std::exception& e) {
     fail(out, self.rank(), e.what());
   }
+  buffers.reset();
   out.info = std::move(info);
   return out;
 }
@@ -126,8 +199,19 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (opts.cudaGraphLaunches > 0) {
-    std::fprintf(stderr, "coil_perf: -G %d ignored: coil works on host buffers, which have no "
-                         "CUDA graphs; timing plain calls\n", opts.cudaGraphLaunches);
+    std::fprintf(stderr, "coil_perf: -G %d ignored: coil_perf does not capture CUDA graphs; "
+                         "timing plain calls\n", opts.cudaGraphLaunches);
+  }
+  MemoryChoice memory;
+  try {
+    memory = chooseMemory(opts);  // before any fork
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "coil_perf: %s\n", e.what());
+    return 2;
+  }
+  if (memory.device && opts.registerBuffers) {
+    std::fprintf(stderr, "coil_perf: -R 1 ignored: coil stages device buffers through its own "
+                         "host memory, which is what its transports see\n");
   }
   // Before any rank exists, so that forked ranks inherit them.
   if (!opts.transport.empty()) setenv("COIL_TRANSPORT", opts.transport.c_str(), 1);
@@ -167,11 +251,11 @@ int main(int argc, char** argv) {
   try {
     launch->shareId();
     if (launch->threads() == 1) {
-      outcomes[0] = runRank(opts, *launch, 0, info);  // MPI wants its own thread
+      outcomes[0] = runRank(opts, *launch, 0, info, memory);  // MPI wants its own thread
     } else {
       std::vector<std::thread> threads;
       for (int t = 0; t < launch->threads(); ++t) {
-        threads.emplace_back([&, t] { outcomes[t] = runRank(opts, *launch, t, info); });
+        threads.emplace_back([&, t] { outcomes[t] = runRank(opts, *launch, t, info, memory); });
       }
       for (std::thread& t : threads) t.join();
     }

@@ -12,7 +12,7 @@ namespace {
 enum class Key {
   MinBytes, MaxBytes, StepFactor, StepBytes, Iters, AggIters, Warmup, RunCycles, ParallelInit,
   Check, Op, Datatype, Root, Blocking, Timeout, CudaGraph, Json, Average, Register, Threads, Gpus,
-  Collective, Procs, Transport, Baseline, Calibrate, Predict, Model, Help, Version,
+  Collective, Procs, Transport, Baseline, Memory, Calibrate, Predict, Model, Help, Version,
 };
 
 // One row per spelling: nccl-tests' long names first, coil_perf's older
@@ -52,6 +52,7 @@ constexpr Flag kFlags[] = {
     {Key::Procs, 'P', "nprocs", true},
     {Key::Transport, 0, "transport", true},
     {Key::Baseline, 0, "baseline", true},
+    {Key::Memory, 0, "memory", true},
     {Key::Calibrate, 0, "calibrate", true},
     {Key::Predict, 0, "predict", false},
     {Key::Model, 0, "model", true},
@@ -66,12 +67,13 @@ struct Missing {
   const char* why;
 };
 constexpr Missing kNcclTestsOnly[] = {
-    {'y', "stream_null: coil calls take no stream"},
+    {'y', "stream_null: each rank uses its own stream"},
     {'S', "report_timestamps"},
     {'x', "cta_policy: there are no CTAs on the host"},
     {'D', "device_implementation: there is no device"},
     {'V', "device_cta_count: there is no device"},
-    {'M', "memory: there is no device memory to report"},
+    {'M', "memory_report: coil_perf does not report device memory use; --memory chooses "
+          "host or device buffers"},
     {'u', "unalign"},
     {'I', "per_iter_timing"},
     {'K', "per_iter_skip"},
@@ -128,7 +130,7 @@ void apply(Options& o, Key key, const std::string& v) {
     case Key::Threads: o.threads = intIn(v, "-t", 1, 1024); break;
     case Key::Gpus:
       if (intIn(v, "-g", 1, 1024) != 1)
-        throw UsageError("-g " + v + ": coil runs one rank per thread (host buffers, no GPUs); "
+        throw UsageError("-g " + v + ": coil runs one rank (one device) per thread; "
                          "use -t for more ranks per process");
       break;
     case Key::Collective: o.collectives = parseCollectives(v); break;
@@ -143,6 +145,15 @@ void apply(Options& o, Key key, const std::string& v) {
     case Key::Baseline:
       if (v != "mpi") throw UsageError("--baseline: '" + v + "' is not a baseline (only: mpi)");
       o.baselineMpi = true;
+      break;
+    case Key::Memory:
+      if (v == "host") {
+        o.memory = Memory::Host;
+      } else if (v == "device") {
+        o.memory = Memory::Device;
+      } else {
+        throw UsageError("--memory: '" + v + "' is not a memory kind (host, device)");
+      }
       break;
     case Key::Calibrate:
       if (v.empty()) throw UsageError("--calibrate needs a file name");
@@ -212,6 +223,14 @@ Options parseOptions(int argc, char** argv) {
   if (o.baselineMpi && o.threads > 1) {
     throw UsageError("--baseline mpi: one rank per MPI process; leave -t out");
   }
+  if (o.memory == Memory::Device && o.baselineMpi) {
+    throw UsageError("--memory device: the MPI baseline uses host buffers; run it with "
+                     "--memory host");
+  }
+  if (o.memory == Memory::Device && (o.predict || !o.calibratePath.empty())) {
+    throw UsageError("--memory device: --calibrate and --predict measure host buffers; "
+                     "leave --memory device out");
+  }
   if (!o.help && !o.version) sweepSizes(o.minBytes, o.maxBytes, o.factor, o.stepBytes);  // validates -b/-e/-f/-i
   return o;
 }
@@ -248,14 +267,20 @@ void printUsage(std::FILE* out, const char* program) {
       "                           all: every rank in turn\n"
       "  -a, --average 0|1|2|3    the time a row reports: rank 0's, the mean, the min or\n"
       "                           the max over ranks (default 1)\n"
-      "  -z, --blocking 0|1|2|3   coil calls return complete, so 0 and 2 are the same; 1\n"
-      "                           and 3 add a barrier after each timed iteration (after\n"
-      "                           its -m group: a barrier cannot join a group) (default 0)\n"
+      "  -z, --blocking 0|1|2|3   calls on host buffers return complete, so 0 and 2 are the\n"
+      "                           same; 1 and 3 add a barrier after each timed iteration\n"
+      "                           (after its -m group: a barrier cannot join a group); on\n"
+      "                           device buffers 1, 2, 3 first wait for the stream (default 0)\n"
       "  -T, --timeout SECONDS    fail a wait that lasts longer (sets COIL_TIMEOUT_MS;\n"
       "                           default 0: coil's own, 30 minutes)\n"
       "  -J, --output_file FILE   also write every row as JSON (--json FILE is the same)\n"
       "  -R, --local_register 0|1 coilCommRegister the buffers first (default 0; --register\n"
       "                           is the same): large sends and receives over ib go zero-copy\n"
+      "                           (host buffers; ignored with --memory device)\n"
+      "      --memory host|device where the buffers are (default: device, as nccl-tests, when\n"
+      "                           coil has CUDA and a device is usable, else host). device:\n"
+      "                           coilMemAlloc'd on device rank %% count, calls on one stream\n"
+      "                           per rank, timed until the stream has run\n"
       "Ranks:\n"
       "  -t, --nthreads N         ranks as threads of each process (default 1)\n"
       "  -P, --nprocs N           processes to fork on this host when no launcher started\n"
@@ -264,7 +289,7 @@ void printUsage(std::FILE* out, const char* program) {
       "  -g, --ngpus 1            accepted for nccl-tests' scripts: one rank per thread\n"
       "  -p, --parallel_init 0|1  accepted: the threads of a process always initialise in\n"
       "                           parallel\n"
-      "  -G, --cudagraph N        accepted and ignored: host buffers have no CUDA graphs\n"
+      "  -G, --cudagraph N        accepted and ignored: coil_perf does not capture CUDA graphs\n"
       "                           (a note on stderr when N > 0)\n"
       "coil_perf's own:\n"
       "  -C, --collective C       allreduce broadcast reduce allgather reducescatter alltoall\n"

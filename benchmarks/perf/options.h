@@ -16,6 +16,13 @@ namespace coil_perf {
 /// -a: how the ranks' times become the one a row reports (nccl-tests' 0..3).
 enum class Average { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
 
+/// --memory: where the sweep's buffers are.
+enum class Memory {
+  Default,  ///< not given: device where coil has CUDA and a device is usable (main decides)
+  Host,
+  Device,
+};
+
 struct Options {
   size_t minBytes = 8;                  ///< -b
   size_t maxBytes = size_t{64} << 20;   ///< -e
@@ -38,6 +45,7 @@ struct Options {
   std::string transport;                ///< --transport; empty = leave COIL_TRANSPORT as is
   std::string jsonPath;                 ///< --json
   bool baselineMpi = false;             ///< --baseline mpi
+  Memory memory = Memory::Default;      ///< --memory host|device
   std::vector<CollectiveInfo> collectives;  ///< -C (default allreduce)
   int root = 0;                         ///< -r
   bool allRoots = false;                ///< -r all: every rank in turn

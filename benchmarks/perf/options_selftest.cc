@@ -113,6 +113,24 @@ TEST(NcclTestsFlags, NcclTestsFlagsCoilPerfLacksAreNamedAsSuch) {
   }
 }
 
+TEST(MemoryFlag, HostDeviceOrLeftToMain) {
+  EXPECT_EQ(parse({}).memory, Memory::Default);  // main probes for a usable device
+  EXPECT_EQ(parse({"--memory", "host"}).memory, Memory::Host);
+  EXPECT_EQ(parse({"--memory=device"}).memory, Memory::Device);
+  EXPECT_NE(usageErrorOf({"--memory", "bogus"}).find("--memory: 'bogus'"), std::string::npos)
+      << usageErrorOf({"--memory", "bogus"});
+  EXPECT_NE(usageErrorOf({"--memory"}).find("needs a value"), std::string::npos);
+  // Long form only: -M stays nccl-tests' (memory_report), refused by name.
+  EXPECT_NE(usageErrorOf({"-M", "device"}).find("nccl-tests"), std::string::npos);
+  // The MPI baseline and the model tools use host buffers.
+  const std::string mpi = usageErrorOf({"--memory", "device", "--baseline", "mpi"});
+  EXPECT_NE(mpi.find("the MPI baseline uses host buffers; run it with --memory host"),
+            std::string::npos) << mpi;
+  EXPECT_EQ(usageErrorOf({"--memory", "host", "--baseline", "mpi"}), "(accepted)");
+  EXPECT_NE(usageErrorOf({"--memory", "device", "--calibrate", "f"}).find("host buffers"),
+            std::string::npos);
+}
+
 TEST(NcclTestsFlags, VersionFlag) {
   EXPECT_TRUE(parse({"--version"}).version);
 }
@@ -126,6 +144,7 @@ TEST(Help, ListsEveryFlag) {
   for (const char* known :
        {"-b", "-e", "-f", "-i", "-n", "-m", "-w", "-N", "-p", "-c", "-o", "-d", "-r", "-z",
         "-T", "-G", "-J", "-a", "-R", "-t", "-g", "-C", "-P", "-h", "--transport", "--baseline",
+        "--memory",
         "--calibrate", "--predict", "--model", "--version", "--help"}) {
     bool found = false;
     for (const std::string& s : flagSpellings()) found = found || s == known;

@@ -53,6 +53,7 @@ struct RunInfo {
   int warmup = 0, iters = 0;
   bool check = true;
   std::string baselineName;  ///< "" = no baseline columns; else e.g. "mpi"
+  std::string memory;        ///< "host" or "device" (coil_perf); "" = not said
   std::vector<std::string> ranks;  ///< "pid 123 on host" per rank
   std::vector<std::string> collectives;  ///< in run order; empty = all-reduce only
 };

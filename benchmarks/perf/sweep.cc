@@ -22,26 +22,36 @@ constexpr int kMaxMismatchReports = 8;
 const OpInfo kNoOp{"none", coilSum};
 const std::vector<OpInfo> kNoOps{kNoOp};
 
-void* allocatePages(size_t bytes) {
-  constexpr size_t kAlign = 4096;
-  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
 }  // namespace
 
-Sweep::Sweep(const Options& opts, const Participant& self, const Table* table)
-    : opts_(opts),
-      self_(self),
-      table_(table),
-      send_(allocatePages(opts.maxBytes), std::free),
-      recv_(allocatePages(opts.maxBytes), std::free) {
-  if (opts.registerBuffers) {
-    sendRegistered_ = std::make_unique<Registered>(self.comm(), send_.get(), opts.maxBytes);
-    recvRegistered_ = std::make_unique<Registered>(self.comm(), recv_.get(), opts.maxBytes);
+Sweep::Sweep(const Options& opts, const Participant& self, const Table* table,
+             RankBuffers& buffers)
+    : opts_(opts), self_(self), table_(table), buffers_(buffers) {
+  if (buffers_.bytes() < opts.maxBytes) throw std::logic_error("coil_perf: buffers too small");
+  // Device buffers travel through coil's host staging, the memory its
+  // transports see: registering them would mean nothing (main says so).
+  if (opts.registerBuffers && !buffers_.device()) {
+    sendRegistered_ = std::make_unique<Registered>(self.comm(), buffers_.send(), opts.maxBytes);
+    recvRegistered_ = std::make_unique<Registered>(self.comm(), buffers_.recv(), opts.maxBytes);
   }
+}
+
+CollCall Sweep::onHost(const CollCall& call) const {
+  CollCall host = call;
+  host.send = buffers_.hostOf(call.send);
+  host.recv = buffers_.hostOf(call.recv);
+  return host;
+}
+
+size_t Sweep::extent(const Layout& layout, const TypeInfo& type) {
+  // In-place calls point inside one buffer of max(sendCount, recvCount)
+  // elements (collectives.h), out-of-place ones use less of each.
+  return std::max(layout.sendCount, layout.recvCount) * type.size;
+}
+
+void Sweep::fillInput(const CollCall& call, const Layout& layout) {
+  fillCollectiveInput(onHost(call), layout, self_.rank(), self_.nranks());
+  buffers_.upload(extent(layout, call.type));
 }
 
 Sweep::Registered::Registered(coilComm_t c, void* buffer, size_t bytes) : comm(c) {
@@ -149,8 +159,8 @@ CollCall Sweep::outOfPlace(const CollectiveInfo& coll, const Layout& layout, con
                            const OpInfo& op, int root) {
   CollCall call;
   call.coll = coll.id;
-  call.send = send_.get();
-  call.recv = recv_.get();
+  call.send = buffers_.send();
+  call.recv = buffers_.recv();
   call.count = layout.count;
   call.type = type;
   call.op = op.op;
@@ -167,19 +177,26 @@ void Sweep::warmUp(const CollectiveInfo& coll, int root, size_t bytes) {
   const int rank = self_.rank(), n = self_.nranks();
   const Layout layout = layoutFor(coll.id, bytes, type.size, n);
   const CollCall call = outOfPlace(coll, layout, type, op, root);
-  fillCollectiveInput(call, layout, rank, n);
-  for (int i = 0; i < opts_.warmup; ++i) runCoil(call, self_.comm(), rank, n);
-  if (opts_.baselineMpi && self_.mpi() != nullptr && self_.mpi()->unsupported(call) == nullptr) {
+  fillInput(call, layout);
+  for (int i = 0; i < opts_.warmup; ++i) runCoil(call, self_.comm(), rank, n, buffers_.stream());
+  buffers_.sync();
+  if (opts_.baselineMpi && self_.mpi() != nullptr && !buffers_.device() &&
+      self_.mpi()->unsupported(call) == nullptr) {
     self_.mpi()->timeCollective(call, opts_.warmup, 1);
   }
 }
 
 long long Sweep::checkedCall(const CollCall& call, const Layout& layout, bool inPlace) {
   const int rank = self_.rank(), n = self_.nranks();
-  poisonCollectiveOutput(call, layout, rank);
-  fillCollectiveInput(call, layout, rank, n);  // after: an in-place input overwrites the poison
-  runCoil(call, self_.comm(), rank, n);
-  const WrongReport report = checkCollectiveOutput(call, layout, rank, n);
+  // With device buffers: on the host mirrors, copied to the device before
+  // the call and back after it.
+  const CollCall host = onHost(call);
+  poisonCollectiveOutput(host, layout, rank);
+  fillCollectiveInput(host, layout, rank, n);  // after: an in-place input overwrites the poison
+  buffers_.upload(extent(layout, call.type));
+  runCoil(call, self_.comm(), rank, n, buffers_.stream());
+  buffers_.download(extent(layout, call.type));  // waits for the stream first
+  const WrongReport report = checkCollectiveOutput(host, layout, rank, n);
   if (report.count > 0 && mismatchReports_++ < kMaxMismatchReports) {
     const CollectiveInfo& coll = collectiveInfo(call.coll);
     const std::string root = coll.rooted ? " root " + std::to_string(call.root) : "";
@@ -219,8 +236,12 @@ Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInf
   // Out-of-place. Inputs are always the checker's values, so timings never
   // run on denormals or NaNs left over from an earlier row.
   const CollCall call = outOfPlace(coll, layout, type, op, root);
-  fillCollectiveInput(call, layout, rank, n);
-  const Timing timing{opts_.warmup, opts_.iters, opts_.aggIters, opts_.blocking, opts_.average};
+  fillInput(call, layout);
+  Timing timing{opts_.warmup, opts_.iters, opts_.aggIters, opts_.blocking, opts_.average};
+  if (buffers_.device()) {
+    timing.stream = buffers_.stream();
+    timing.sync = [this] { buffers_.sync(); };
+  }
   row.outOfPlace =
       bandwidthWithFactor(layout.bytes, timeCoil(call, comm, rank, n, timing), factor);
   if (opts_.check()) row.outOfPlace.wrong = checkedCalls(call, layout, false);
@@ -228,19 +249,20 @@ Row Sweep::measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInf
   // In-place, with nccl-tests' pointers (collectives.h).
   if (coll.inPlace) {
     CollCall inPlace = call;
-    inPlacePointers(coll.id, recv_.get(), layout, type.size, rank, &inPlace.send, &inPlace.recv);
-    fillCollectiveInput(inPlace, layout, rank, n);
+    inPlacePointers(coll.id, buffers_.recv(), layout, type.size, rank, &inPlace.send,
+                    &inPlace.recv);
+    fillInput(inPlace, layout);
     row.inPlace =
         bandwidthWithFactor(layout.bytes, timeCoil(inPlace, comm, rank, n, timing), factor);
     if (opts_.check()) row.inPlace.wrong = checkedCalls(inPlace, layout, true);
   }
 
-  if (opts_.baselineMpi && self_.mpi() != nullptr) {
+  if (opts_.baselineMpi && self_.mpi() != nullptr && !buffers_.device()) {
     MpiWorld* mpi = self_.mpi();
     if (const char* why = mpi->unsupported(call)) {
       row.baseline.note = why;
     } else {
-      fillCollectiveInput(call, layout, rank, n);
+      fillInput(call, layout);  // host buffers: --baseline mpi refuses device memory
       const double local = mpi->timeCollective(call, opts_.warmup, opts_.iters);
       const Measure m = bandwidthWithFactor(
           layout.bytes, combineOverRanks(comm, local, opts_.average, rank, n), factor);

@@ -12,6 +12,7 @@
 #include "launch.h"
 #include "options.h"
 #include "progress.h"
+#include "rank_buffers.h"
 #include "report.h"
 
 namespace coil_perf {
@@ -19,8 +20,10 @@ namespace coil_perf {
 class Sweep {
  public:
   /// `table` is where rank 0 prints each row as soon as it is measured;
-  /// nullptr on the other ranks. Allocates two buffers of opts.maxBytes.
-  Sweep(const Options& opts, const Participant& self, const Table* table);
+  /// nullptr on the other ranks. `buffers` (host or device, at least
+  /// opts.maxBytes each) must outlive the sweep; with device buffers every
+  /// call goes on their stream.
+  Sweep(const Options& opts, const Participant& self, const Table* table, RankBuffers& buffers);
 
   /// Runs every row of every collective of opts.collectives, opts.runCycles
   /// times (0: until stopped); each collective gets its own column header
@@ -49,8 +52,6 @@ class Sweep {
   long long wrongTotal() const { return opts_.check() ? wrongTotal_ : -1; }
 
  private:
-  using Buffer = std::unique_ptr<void, void (*)(void*)>;
-
   void runCollective(const CollectiveInfo& coll, Progress& progress);
   /// "# 120 rows per cycle: allreduce 30, ..." before the first table.
   void printRowCount(size_t total, int cycles) const;
@@ -66,14 +67,20 @@ class Sweep {
   long long checkedCall(const CollCall& call, const Layout& layout, bool inPlace);
   /// opts.checkIters checked calls (-c); their wrong counts summed.
   long long checkedCalls(const CollCall& call, const Layout& layout, bool inPlace);
+  /// Writes `call`'s input (fillCollectiveInput) into the buffers, through
+  /// the host mirrors with device buffers.
+  void fillInput(const CollCall& call, const Layout& layout);
+  /// `call` with its pointers moved to the host mirrors (itself with host buffers).
+  CollCall onHost(const CollCall& call) const;
+  /// The bytes of each buffer a call of `layout` can touch.
+  static size_t extent(const Layout& layout, const TypeInfo& type);
   /// The roots to run `coll` with: {-1} when it has none.
   std::vector<int> roots(const CollectiveInfo& coll) const;
 
   const Options& opts_;
   const Participant& self_;
   const Table* table_;
-  Buffer send_;
-  Buffer recv_;
+  RankBuffers& buffers_;
   /// -R 1: the buffers' coilCommRegister handles, deregistered at the end.
   struct Registered {
     coilComm_t comm = nullptr;
