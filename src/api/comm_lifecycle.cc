@@ -86,8 +86,7 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
   auto h = std::make_unique<coilComm>();
   h->rank = rank;
   h->nranks = nranks;
-  // As NCCL: the communicator's device is the one current at init.
-  if (device::available()) h->device = device::currentDevice();
+  attachDevice(h.get());  // as NCCL: the device current at init is the communicator's
   registerHandle(h.get());  // live from the start: init records its errors on it
   coilComm* raw = h.get();
   if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {

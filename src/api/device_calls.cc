@@ -13,21 +13,23 @@ const char* kindName(device::MemKind kind) {
 }
 
 device::StagedStream& stagedStreamOf(coilComm* comm) {
-  std::lock_guard<std::mutex> lock(comm->stagedMutex);
-  if (!comm->staged) {
-    if (comm->device < 0)
-      fail(coilInvalidUsage, "a call on a stream needs a CUDA device, and none was current when "
-                             "this communicator was created (", device::unavailableReason(), ")");
-    comm->staged = std::make_unique<device::StagedStream>(comm->device, [comm](const Error& e) {
-      coilResult_t none = coilSuccess;
-      comm->deviceError.compare_exchange_strong(none, e.code());
-      recordError(comm, e.what());
-    });
-  }
+  if (!comm->staged)
+    fail(coilInvalidUsage, "a call on a stream needs a CUDA device, and none was current when "
+                           "this communicator was created (", device::unavailableReason(), ")");
   return *comm->staged;
 }
 
 }  // namespace
+
+void attachDevice(coilComm* comm) {
+  if (!device::available()) return;
+  comm->device = device::currentDevice();
+  comm->staged = std::make_unique<device::StagedStream>(comm->device, [comm](const Error& e) {
+    coilResult_t none = coilSuccess;
+    comm->deviceError.compare_exchange_strong(none, e.code());
+    recordError(comm, e.what());
+  });
+}
 
 bool onDevice(const CallBuffers& b, coilStream_t stream) {
   const void* buffers[2] = {b.sendBytes > 0 ? b.send : nullptr, b.recvBytes > 0 ? b.recv : nullptr};
@@ -44,6 +46,8 @@ bool onDevice(const CallBuffers& b, coilStream_t stream) {
     kind = k;
   }
   if (kind == device::MemKind::kDevice) return true;
+  // A call that moves no bytes (count 0) goes where its stream says.
+  if (first < 0 && stream != nullptr && device::available()) return true;
   if (stream != nullptr)
     fail(coilInvalidArgument, "stream must be NULL for host buffers (a call on host memory "
                               "completes before it returns; device buffers go on streams)");
@@ -84,12 +88,7 @@ void enqueueStaged(coilComm* comm, const std::vector<device::DeviceRange>& range
 }
 
 void drainStaged(coilComm* comm) {
-  device::StagedStream* staged = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(comm->stagedMutex);
-    staged = comm->staged.get();
-  }
-  if (staged) staged->drain();
+  if (comm->staged) comm->staged->drain();
 }
 
 }  // namespace coil::api

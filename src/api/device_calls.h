@@ -25,6 +25,11 @@ struct CallBuffers {
   size_t recvBytes;
 };
 
+/// At communicator init, where a CUDA device is usable: records the current
+/// device as the communicator's, and makes its StagedStream now (it
+/// allocates pinned memory, which must not happen while a stream waits).
+void attachDevice(coilComm* comm);
+
 /// True when the call's buffers are device memory (then any stream goes);
 /// false for host memory (then the stream must be NULL). Throws
 /// coilInvalidArgument for a mix, or for host buffers with a stream.

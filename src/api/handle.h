@@ -25,9 +25,9 @@ struct coilComm {
   int nranks = 0;
   int device = -1;  // the current CUDA device at init; -1 without one
 
-  // Calls on device buffers (device_calls.h), made on the first one. Reset
-  // before impl: its destructor runs the bodies still queued, which use impl.
-  std::mutex stagedMutex;
+  // Calls on device buffers (device_calls.h); made at init where a CUDA
+  // device is usable. Reset before impl: its destructor runs the bodies
+  // still queued, which use impl.
   std::unique_ptr<coil::device::StagedStream> staged;
   // The first error of such a call after it returned (coilCommGetAsyncError).
   std::atomic<coilResult_t> deviceError{coilSuccess};

@@ -133,6 +133,17 @@ void copy(void* dst, const void* src, size_t bytes) {
   check("cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 
+Stream createStream() {
+  requireDevice("createStream");
+  cudaStream_t stream = nullptr;
+  check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void destroyStream(Stream stream) noexcept {
+  if (stream) cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
 void copyAsync(void* dst, const void* src, size_t bytes, Stream stream) {
   if (bytes == 0) return;
   check("cudaMemcpyAsync",

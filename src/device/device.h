@@ -57,6 +57,10 @@ void copy(void* dst, const void* src, size_t bytes);
 using Stream = void*;
 using Event = void*;
 
+/// A stream of coil's own (non-blocking: it never waits for the legacy
+/// default stream).
+Stream createStream();
+void destroyStream(Stream stream) noexcept;
 /// cudaMemcpyAsync in the direction the pointers say (cudaMemcpyDefault).
 void copyAsync(void* dst, const void* src, size_t bytes, Stream stream);
 Event createEvent();  // timing disabled: the cheap kind

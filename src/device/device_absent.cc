@@ -24,6 +24,8 @@ void freeDevice(void*) noexcept {}
 void* allocPinned(size_t) { noCuda("allocPinned"); }
 void freePinned(void*) noexcept {}
 void copy(void*, const void*, size_t) { noCuda("copy"); }
+Stream createStream() { noCuda("createStream"); }
+void destroyStream(Stream) noexcept {}
 void copyAsync(void*, const void*, size_t, Stream) { noCuda("copyAsync"); }
 Event createEvent() { noCuda("createEvent"); }
 void destroyEvent(Event) noexcept {}

@@ -1,12 +1,16 @@
 #include "device/staged_stream.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 namespace coil::device {
 namespace {
 
 constexpr size_t kAlign = 64;
-constexpr size_t kMinStagingBytes = size_t{1} << 20;
+constexpr int kInitialEvents = 8;
+constexpr size_t kBounceBytes = size_t{8} << 20;
 
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -17,6 +21,17 @@ StagedStream::StagedStream(int device, OnError onError)
   setDevice(device_);
   word_ = static_cast<volatile uint32_t*>(allocPinned(kAlign));
   *word_ = 0;
+  try {
+    bounce_ = static_cast<uint8_t*>(allocPinned(kBounceBytes));
+    copies_ = createStream();
+    for (int i = 0; i < kInitialEvents; ++i) freeEvents_.push_back(createEvent());
+  } catch (...) {
+    for (Event e : freeEvents_) destroyEvent(e);
+    destroyStream(copies_);
+    freePinned(bounce_);
+    freePinned(const_cast<uint32_t*>(word_));
+    throw;
+  }
   proxy_ = std::thread([this] { proxyLoop(); });
 }
 
@@ -26,23 +41,15 @@ StagedStream::~StagedStream() {
     stopping_ = true;
   }
   changed_.notify_all();
-  proxy_.join();  // it runs every queued body first
-  // The copies back read staging after the word moved on: wait for them.
-  for (Staging& s : staging_) {
-    try {
-      syncEvent(s.done);
-    } catch (const Error&) {
-      // a failed device: nothing more will read this memory
-    }
-    destroyEvent(s.done);
-    freePinned(s.host);
-  }
+  proxy_.join();  // it runs every queued job first
   for (Event e : freeEvents_) destroyEvent(e);
+  destroyStream(copies_);
+  freePinned(bounce_);
   freePinned(const_cast<uint32_t*>(word_));
 }
 
 // Sorts the ranges and merges the overlapping ones into spans, each placed
-// at an aligned offset of one staging block of *total bytes.
+// at an aligned offset of the staging memory, *total bytes in all.
 std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRange>& ranges,
                                                      size_t* total) {
   std::vector<std::pair<uintptr_t, uintptr_t>> extents;
@@ -66,31 +73,18 @@ std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRan
   return spans;
 }
 
-// A staging block of at least `bytes` whose last job's copies back are done.
-StagedStream::Staging& StagedStream::stagingFor(size_t bytes) {
-  for (Staging& s : staging_)
-    if (s.capacity >= bytes && eventDone(s.done)) return s;
-  // None fits: replace an idle smaller one, or add one (jobs queued
-  // without a sync each hold their own block until their copies back ran).
-  for (Staging& s : staging_)
-    if (eventDone(s.done)) {
-      freePinned(s.host);
-      s.host = nullptr;
-      s.capacity = std::max(bytes, kMinStagingBytes);
-      s.host = allocPinned(s.capacity);
-      return s;
-    }
-  Staging s;
-  s.capacity = std::max(bytes, kMinStagingBytes);
-  s.host = allocPinned(s.capacity);
-  try {
-    s.done = createEvent();
-  } catch (...) {
-    freePinned(s.host);
-    throw;
+void StagedStream::FreeBytes::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+uint8_t* StagedStream::staging(size_t bytes) {
+  if (bytes > stagingBytes_) {
+    staging_.reset();
+    stagingBytes_ = 0;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, alignUp(bytes)));
+    if (p == nullptr) throw std::bad_alloc();
+    staging_.reset(p);
+    stagingBytes_ = bytes;
   }
-  staging_.push_back(s);
-  return staging_.back();
+  return staging_.get();
 }
 
 Event StagedStream::takeEvent() {
@@ -102,55 +96,76 @@ Event StagedStream::takeEvent() {
       return e;
     }
   }
-  return createEvent();
+  return createEvent();  // more calls in flight than ever before
 }
 
 void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream) {
   std::lock_guard<std::mutex> order(enqueueMutex_);
-  size_t total = 0;
-  std::vector<Span> spans = layout(ranges, &total);
-  Staging* block = total > 0 ? &stagingFor(total) : nullptr;
-  uint8_t* base = block ? static_cast<uint8_t*>(block->host) : nullptr;
-  auto staged = [&](const void* p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    for (const Span& s : spans)
-      if (a >= s.lo && a < s.hi) return base + s.offset + (a - s.lo);
-    return static_cast<uint8_t*>(nullptr);  // unreachable for a range's bytes
-  };
-  for (const DeviceRange& r : ranges)
-    if (r.in && r.bytes > 0) copyAsync(staged(r.ptr), r.ptr, r.bytes, stream);
   Event ready = takeEvent();
-  recordEvent(ready, stream);
-  const uint32_t ticket = issued_ + 1;
-  waitWord(stream, word_, ticket);
-  issued_ = ticket;
-  // From here the stream waits for this ticket: the job must reach the
-  // proxy even if what follows fails, or the stream would wait forever.
   try {
-    for (const DeviceRange& r : ranges)
-      if (r.out && r.bytes > 0) copyAsync(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes, stream);
-    if (block) recordEvent(block->done, stream);
+    recordEvent(ready, stream);
   } catch (...) {
-    body = [](const HostOf&) {};
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({ticket, ready, {}, nullptr, std::move(body)});
-    ++enqueued_;
-    changed_.notify_all();
+    freeEvents_.push_back(ready);
     throw;
   }
+  const uint32_t ticket = issued_ + 1;
+  waitWord(stream, word_, ticket);  // if this throws, the stream waits for nothing
+  issued_ = ticket;
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back({ticket, ready, std::move(spans), base, std::move(body)});
+  queue_.push_back({ticket, ready, ranges, std::move(body)});
   ++enqueued_;
   changed_.notify_all();
 }
 
-void StagedStream::release(uint32_t ticket) { __atomic_store_n(word_, ticket, __ATOMIC_RELEASE); }
+// Device -> staging through the pinned bounce buffer, a chunk at a time.
+// The driver would do the same for a pageable copy, but its pageable path
+// shares state with the application's own pageable copies, which may be
+// waiting for the very stream this job holds.
+void StagedStream::copyIn(uint8_t* host, const void* device, size_t bytes) {
+  for (size_t done = 0; done < bytes; done += kBounceBytes) {
+    const size_t n = std::min(kBounceBytes, bytes - done);
+    copyAsync(bounce_, static_cast<const uint8_t*>(device) + done, n, copies_);
+    syncStream(copies_);
+    std::memcpy(host + done, bounce_, n);
+  }
+}
+
+void StagedStream::copyOut(void* device, const uint8_t* host, size_t bytes) {
+  for (size_t done = 0; done < bytes; done += kBounceBytes) {
+    const size_t n = std::min(kBounceBytes, bytes - done);
+    std::memcpy(bounce_, host + done, n);
+    copyAsync(static_cast<uint8_t*>(device) + done, bounce_, n, copies_);
+    syncStream(copies_);  // before the bounce buffer is refilled
+  }
+}
+
+// One job: the stream has reached it once `ready` fires; stage the inputs,
+// run the body, copy the outputs back (not after a failure: they keep what
+// they held), release the stream.
+void StagedStream::run(Job& job) {
+  size_t total = 0;
+  const std::vector<Span> spans = layout(job.ranges, &total);
+  uint8_t* base = staging(total);
+  auto staged = [&](const void* p) -> uint8_t* {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (const Span& s : spans)
+      if (a >= s.lo && a <= s.hi) return base + s.offset + (a - s.lo);
+    return nullptr;
+  };
+  syncEvent(job.ready);
+  for (const DeviceRange& r : job.ranges)
+    if (r.in && r.bytes > 0) copyIn(staged(r.ptr), r.ptr, r.bytes);
+  job.body([&](const void* p) -> void* { return staged(p); });
+  for (const DeviceRange& r : job.ranges)
+    if (r.out && r.bytes > 0) copyOut(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes);
+}
 
 void StagedStream::proxyLoop() {
   try {
     setDevice(device_);
   } catch (const Error& e) {
-    onError_(e);  // the syncs below fail too; the stream is still released
+    onError_(e);  // the jobs fail too; their streams are still released
   }
   for (;;) {
     Job job;
@@ -161,21 +176,14 @@ void StagedStream::proxyLoop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    const HostOf hostOf = [&job](const void* p) -> void* {
-      const auto a = reinterpret_cast<uintptr_t>(p);
-      for (const Span& s : job.spans)
-        if (a >= s.lo && a <= s.hi) return job.base + s.offset + (a - s.lo);
-      return nullptr;
-    };
     try {
-      syncEvent(job.ready);
-      job.body(hostOf);
+      run(job);
     } catch (const Error& e) {
       onError_(e);
     } catch (const std::exception& e) {
       onError_(Error(coilInternalError, std::string("staged device call: ") + e.what()));
     }
-    release(job.ticket);
+    __atomic_store_n(word_, job.ticket, __ATOMIC_RELEASE);  // the stream goes on
     std::lock_guard<std::mutex> lock(mutex_);
     freeEvents_.push_back(job.ready);
     ++completed_;
@@ -187,11 +195,6 @@ void StagedStream::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   const uint64_t target = enqueued_;
   changed_.wait(lock, [&] { return completed_ >= target; });
-}
-
-bool StagedStream::busy() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_ < enqueued_;
 }
 
 }  // namespace coil::device

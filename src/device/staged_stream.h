@@ -1,30 +1,39 @@
 // StagedStream: runs coil's host engine on device buffers, in the order of
 // the caller's CUDA stream, without blocking the caller.
 //
-// For each job, on the caller's stream:
+// A call puts two things on the caller's stream:
 //
-//   copy the input ranges   device -> pinned host staging
 //   record `ready`
-//   wait until the host word reaches this job's ticket    (cuStreamWaitValue32)
-//   copy the output ranges  pinned host staging -> device
-//   record the staging block's `done`
+//   wait until a host word reaches this call's ticket   (cuStreamWaitValue32)
 //
-// and on this object's proxy thread, in enqueue order: wait for `ready`, run
-// the job's body (a host collective over the staged copies), store the
-// ticket into the word. So the call returns at once, the stream holds back
-// the work after it until the data is there, and no kernel ever spins: the
-// GPU's front end waits on a word in host memory. Several processes on one
-// GPU therefore cannot deadlock each other through it (without MPS their
-// kernels would not run side by side).
+// and this object's proxy thread, taking the calls in order: waits for
+// `ready`, copies the inputs to host staging memory on a stream of its own,
+// runs the body (a host collective over the staged copies), copies the
+// outputs back, and stores the ticket into the word, which lets the
+// caller's stream go on. So the call returns at once, the work after it on
+// the stream sees its results, and no kernel ever spins: the GPU's front
+// end waits on a word in host memory. Processes sharing one GPU cannot
+// deadlock each other through it (without MPS their kernels would not run
+// side by side).
 //
-// This is the staging path: every byte crosses PCIe twice. It is what the
-// issue calls the path across hosts, and works between any ranks; CUDA IPC
-// between the ranks of one host builds on the transport interface later.
+// Nothing on the caller's path or the proxy's allocates or frees CUDA
+// memory: those are implicit synchronisation points, and one of them while a
+// stream waits for a ticket would wait for itself. The word, the proxy's
+// stream, a pinned bounce buffer and a few events are made in the
+// constructor (at communicator init); staging is plain host memory, filled
+// and drained through the bounce buffer (no pageable CUDA copies, whose
+// driver path the application's own pageable copies share). The same holds for users: in one process, a cudaFree
+// (or another device-wide synchronisation) while another rank's call waits
+// for this rank's call can deadlock, as with NCCL.
 //
-// A body that throws still releases the stream (the outputs then hold
-// whatever staging held); the error goes to `onError`, which the API turns
-// into the communicator's asynchronous error, as NCCL reports errors of
-// enqueued work through ncclCommGetAsyncError.
+// This is the staging path: every byte crosses PCIe twice. It works between
+// any ranks, on any transport; CUDA IPC between the ranks of one host builds
+// on the registered-memory transport interface later.
+//
+// A body that throws still releases the stream, and the outputs are left as
+// they were (the copies back are skipped); the error goes to `onError`,
+// which the API turns into the communicator's asynchronous error, as NCCL
+// reports errors of enqueued work through ncclCommGetAsyncError.
 #pragma once
 
 #include <condition_variable>
@@ -32,6 +41,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -61,7 +71,7 @@ class StagedStream {
 
   /// `device`: the communicator's device, made current on the proxy thread.
   StagedStream(int device, OnError onError);
-  /// Waits for every enqueued job to run, then frees the staging memory.
+  /// Waits for every enqueued job to run, then frees what it made.
   ~StagedStream();
   StagedStream(const StagedStream&) = delete;
   StagedStream& operator=(const StagedStream&) = delete;
@@ -72,39 +82,41 @@ class StagedStream {
   /// Blocks until every body enqueued so far has run (host work that must
   /// follow them in program order calls this first).
   void drain();
-  /// True while a body is queued or running.
-  bool busy();
 
  private:
   struct Span {  // a run of overlapping ranges, staged as one block
     uintptr_t lo, hi;
-    size_t offset;  // in the staging block
-  };
-  struct Staging {
-    void* host = nullptr;
-    size_t capacity = 0;
-    Event done = nullptr;  // recorded after the job's copies back
+    size_t offset;  // in the staging memory
   };
   struct Job {
-    uint32_t ticket;
-    Event ready;
-    std::vector<Span> spans;
-    uint8_t* base;
+    uint32_t ticket = 0;
+    Event ready = nullptr;
+    std::vector<DeviceRange> ranges;
     Body body;
   };
 
   static std::vector<Span> layout(const std::vector<DeviceRange>& ranges, size_t* total);
-  Staging& stagingFor(size_t bytes);
+  uint8_t* staging(size_t bytes);
+  void copyIn(uint8_t* host, const void* device, size_t bytes);
+  void copyOut(void* device, const uint8_t* host, size_t bytes);
   Event takeEvent();
+  void run(Job& job);
   void proxyLoop();
-  void release(uint32_t ticket);
 
   const int device_;
   const OnError onError_;
   volatile uint32_t* word_ = nullptr;  // pinned, mapped: the streams wait on it
+  Stream copies_ = nullptr;            // the proxy's stream for the staging copies
+  uint8_t* bounce_ = nullptr;          // pinned: every staging copy goes through it
   std::mutex enqueueMutex_;            // one enqueue at a time: tickets in stream order
-  std::vector<Staging> staging_;       // guarded by enqueueMutex_
   uint32_t issued_ = 0;                // guarded by enqueueMutex_
+
+  // The proxy's own: host staging memory, grown to the largest job.
+  struct FreeBytes {
+    void operator()(uint8_t* p) const noexcept;
+  };
+  std::unique_ptr<uint8_t, FreeBytes> staging_;
+  size_t stagingBytes_ = 0;
 
   std::mutex mutex_;  // the queue, the event pool and the counters below
   std::condition_variable changed_;

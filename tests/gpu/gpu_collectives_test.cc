@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,19 +38,63 @@ void expectOk(coilResult_t rc, coilComm_t comm) {
   ASSERT_EQ(rc, coilSuccess) << coilGetErrorString(rc) << ": " << coilGetLastError(comm);
 }
 
-// A device buffer holding `host`, freed at scope end.
+// Device memory for the buffers of one rank, taken once. In one process,
+// cudaMalloc and cudaFree synchronise the whole device; one of them while
+// another rank's call waits for this rank's next call would wait forever
+// (so it is with NCCL too). So ranks that are threads take their buffers
+// from a pool made before any of them starts.
+class Pool {
+ public:
+  explicit Pool(size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(coilMemAlloc(reinterpret_cast<void**>(&base_), bytes), coilSuccess)
+        << coilGetLastError(nullptr);
+  }
+  ~Pool() { coilMemFree(base_); }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  uint8_t* take(size_t bytes) {
+    const size_t at = used_;
+    used_ += (bytes + 255) / 256 * 256 + 256;
+    EXPECT_LE(used_, bytes_) << "the test's device pool is too small";
+    ++live_;
+    return used_ <= bytes_ ? base_ + at : nullptr;
+  }
+  void give() {
+    if (--live_ == 0) used_ = 0;  // every buffer of the step is gone
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t bytes_, used_ = 0;
+  int live_ = 0;
+};
+
+constexpr size_t kPoolBytes = size_t{64} << 20;
+thread_local Pool* tPool = nullptr;
+
+// A device buffer holding `host`, from this thread's pool where it has one.
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    EXPECT_EQ(coilMemAlloc(&ptr_, bytes > 0 ? bytes : 1), coilSuccess) << coilGetLastError(nullptr);
+    if (tPool) {
+      ptr_ = tPool->take(bytes);
+    } else {
+      EXPECT_EQ(coilMemAlloc(&ptr_, bytes > 0 ? bytes : 1), coilSuccess) << coilGetLastError(nullptr);
+    }
   }
   DeviceBuffer(const std::vector<uint8_t>& host) : DeviceBuffer(host.size()) { upload(host); }
-  ~DeviceBuffer() { coilMemFree(ptr_); }
+  ~DeviceBuffer() {
+    if (tPool) tPool->give();
+    else coilMemFree(ptr_);
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void upload(const std::vector<uint8_t>& host) {
     if (!host.empty()) {
+      // A pageable copy returns before its DMA lands; the legacy stream's
+      // sync waits for it (the ranks' own streams are non-blocking).
       EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
     }
   }
   std::vector<uint8_t> download() const {
@@ -64,6 +109,39 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_;
+};
+
+// Holds streams back until open(): each held stream waits on a word of
+// pinned host memory (cuStreamWaitValue32), so nothing on the host blocks
+// (a host function that blocks would hold CUDA's own worker thread).
+class Gate {
+ public:
+  Gate() {
+    void* p = nullptr;
+    EXPECT_EQ(cudaHostAlloc(&p, 64, cudaHostAllocMapped), cudaSuccess);
+    word_ = static_cast<volatile uint32_t*>(p);
+    *word_ = 0;
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 11070, cudaEnableDefault, &found),
+              cudaSuccess);
+    wait_ = reinterpret_cast<WaitValue32>(fn);
+  }
+  ~Gate() { cudaFreeHost(const_cast<uint32_t*>(word_)); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  void hold(cudaStream_t stream) const {
+    void* device = nullptr;
+    ASSERT_EQ(cudaHostGetDevicePointer(&device, const_cast<uint32_t*>(word_), 0), cudaSuccess);
+    ASSERT_NE(wait_, nullptr);
+    ASSERT_EQ(wait_(stream, reinterpret_cast<uintptr_t>(device), 1, 0 /* GEQ */), 0);
+  }
+  void open() const { __atomic_store_n(word_, 1u, __ATOMIC_RELEASE); }
+
+ private:
+  using WaitValue32 = int (*)(cudaStream_t, uintptr_t, uint32_t, unsigned);
+  volatile uint32_t* word_ = nullptr;
+  WaitValue32 wait_ = nullptr;
 };
 
 struct Stream {
@@ -235,12 +313,9 @@ void asyncBody(coilComm_t comm, int rank, int n) {
   const auto want = makeExpected(coilFloat32, coilSum, n, count);
   DeviceBuffer send(in), recv(in.size());
   CUDA_OK(cudaMemset(recv.get(), 0, in.size()));
-  std::atomic<bool> open{false};
-  // Holds the stream until the host opens it.
-  auto gate = [](void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
-  CUDA_OK(cudaLaunchHostFunc(stream.s, gate, &open));
+  CUDA_OK(cudaDeviceSynchronize());  // one process per rank here: nothing else waits
+  Gate gate;
+  gate.hold(stream.s);
   const auto t0 = std::chrono::steady_clock::now();
   expectOk(coilAllReduce(send.get(), recv.get(), count, coilFloat32, coilSum, comm, stream.s), comm);
   EXPECT_LT(secondsSince(t0), 1.0) << "the call waited for its stream";
@@ -249,7 +324,7 @@ void asyncBody(coilComm_t comm, int rank, int n) {
   std::vector<uint8_t> early(16);
   CUDA_OK(cudaMemcpy(early.data(), recv.get(), early.size(), cudaMemcpyDeviceToHost));
   EXPECT_EQ(early, std::vector<uint8_t>(16, 0)) << "the output changed before the stream reached the call";
-  open = true;
+  gate.open();
   stream.sync();
   ASSERT_EQ(firstMismatch(coilFloat32, recv.download().data(), want.data(), count), SIZE_MAX);
 }
@@ -281,7 +356,12 @@ using Body = void (*)(coilComm_t, int, int);
 class Procs : public ::testing::TestWithParam<int> {};
 
 void inProcesses(int n, Body body) {
-  runRanks({n, Launch::Processes, "", 300}, [&](coilComm_t comm, int rank) { body(comm, rank, n); });
+  runRanks({n, Launch::Processes, "", 300}, [&](coilComm_t comm, int rank) {
+    Pool pool(kPoolBytes);
+    tPool = &pool;
+    body(comm, rank, n);
+    tPool = nullptr;
+  });
 }
 
 TEST_P(Procs, AllReduceEveryTypeAndOp) { inProcesses(GetParam(), allReduceBody); }
@@ -326,13 +406,18 @@ void inThreads(int n, Body body) {
   std::vector<coilComm_t> comms(n);
   const std::vector<int> devices(n, 0);  // several ranks on one GPU
   ASSERT_EQ(coilCommInitAll(comms.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  std::vector<std::unique_ptr<Pool>> pools;
+  for (int r = 0; r < n; ++r) pools.push_back(std::make_unique<Pool>(kPoolBytes));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+      tPool = pools[r].get();
       body(comms[r], r, n);
+      tPool = nullptr;
     });
   for (auto& t : threads) t.join();
+  pools.clear();  // every rank's calls are done
   for (coilComm_t c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
 }
 
@@ -351,26 +436,38 @@ TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
   const std::vector<int> devices(n, 0);
   ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
   ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
-  std::atomic<bool> open{false};
+  Gate gate;
+  // Everything that allocates, before any stream is held (see Pool).
+  std::vector<std::unique_ptr<Pool>> pools;
+  std::vector<std::unique_ptr<Stream>> heldStreams, runningStreams;
+  for (int r = 0; r < n; ++r) {
+    pools.push_back(std::make_unique<Pool>(size_t{1} << 20));
+    heldStreams.push_back(std::make_unique<Stream>());
+    runningStreams.push_back(std::make_unique<Stream>());
+  }
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
-      Stream held, running;
+      tPool = pools[r].get();
+      const Stream& held = *heldStreams[r];
+      const Stream& running = *runningStreams[r];
       DeviceBuffer x(4096), y(4096);
-      auto gate = [](void* flag) {
-        while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      };
-      EXPECT_EQ(cudaLaunchHostFunc(held.s, gate, &open), cudaSuccess);
+      gate.hold(held.s);
       expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
       expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b[r], running.s), b[r]);
       running.sync();  // would never return if b's call waited behind a's
       EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
+      tPool = nullptr;
     });
   for (auto& t : threads) t.join();
-  open = true;
+  gate.open();
+  for (auto& s : heldStreams) s->sync();  // a's calls run now
+  heldStreams.clear();
+  runningStreams.clear();
+  pools.clear();
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);  // runs a's call, now unblocked
+    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);
     EXPECT_EQ(coilCommDestroy(b[r]), coilSuccess);
   }
 }
