@@ -104,8 +104,12 @@ UnlinkNamesOnFailure::UnlinkNamesOnFailure(std::vector<std::string> names)
     : names_(std::move(names)), exceptionsAtStart_(std::uncaught_exceptions()) {}
 
 UnlinkNamesOnFailure::~UnlinkNamesOnFailure() {
-  if (std::uncaught_exceptions() <= exceptionsAtStart_) return;
+  if (std::uncaught_exceptions() > exceptionsAtStart_) unlinkAll();
+}
+
+void UnlinkNamesOnFailure::unlinkAll() noexcept {
   for (const std::string& name : names_) shm_unlink(name.c_str());
+  names_.clear();
 }
 
 }  // namespace coil::transport

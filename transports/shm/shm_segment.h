@@ -44,12 +44,23 @@ class ShmSegment {
 /// fails (leaves this scope by an exception), nobody will attach any more:
 /// the survivors remove every name the ranks made or were about to make,
 /// so nothing of the dead rank's is left in /dev/shm.
+///
+/// The exchange can also succeed on the survivors and still leave a name:
+/// a rank killed after the final barrier but before it unlinked its own
+/// segment (the barrier completes on its peers whether or not the rank then
+/// lives). So once that barrier is passed, every rank calls unlinkAll():
+/// each removes every name, its own and its peers' (ENOENT for the ones
+/// already gone), and a name outlives its creator only if all the ranks die.
 class UnlinkNamesOnFailure {
  public:
   explicit UnlinkNamesOnFailure(std::vector<std::string> names);
   ~UnlinkNamesOnFailure();
   UnlinkNamesOnFailure(const UnlinkNamesOnFailure&) = delete;
   UnlinkNamesOnFailure& operator=(const UnlinkNamesOnFailure&) = delete;
+
+  /// Removes every name now: call it when every rank has attached, or when
+  /// none will. Idempotent.
+  void unlinkAll() noexcept;
 
  private:
   std::vector<std::string> names_;

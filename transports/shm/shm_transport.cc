@@ -9,8 +9,9 @@
 //   [ FifoControl (page aligned) | slots ... ]  × local peers
 //
 // Setup (collective, via the bootstrap): create + init own segment, allGather
-// the names, attach every peer's segment, barrier, unlink own name. After the
-// barrier nothing is left in /dev/shm whatever happens next. Works the same
+// the names, attach every peer's segment, barrier, unlink own name and the
+// peers' (one killed right after the barrier cannot unlink its own). After
+// the barrier nothing is left in /dev/shm whatever happens next. Works the same
 // for ranks that are threads of one process (coilCommInitAll) and for
 // separate processes.
 #include <unistd.h>
@@ -135,6 +136,9 @@ class ShmTransport final : public Transport {
     for (int p : peerRanks) peerNames.push_back(fifoSegmentName(ctx.commLabel, p));
     UnlinkNamesOnFailure cleanup(std::move(peerNames));
     auto out = attachPeers(ctx, peerRanks, layout, myName);
+    // Past the barrier every rank has attached; a peer killed between the
+    // barrier and its own unlink would leave its name: remove every peer's.
+    cleanup.unlinkAll();
     for (auto& c : out) connections_.push_back(c.get());
     return out;
   }

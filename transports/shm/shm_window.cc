@@ -21,7 +21,8 @@
 // per-peer wake-ups made a one-shot cost ~3 times as much.)
 //
 // Setup is the shm transport's: create, allGather the names, attach, agree,
-// unlink. After that nothing is left in /dev/shm.
+// unlink every name (each rank all of them). After that nothing is left in
+// /dev/shm.
 #include <sched.h>
 #include <unistd.h>
 
@@ -371,7 +372,10 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   names[ctx.rank].bytes = own.size();
   ctx.oob.allGather(names.data(), sizeof(NameRecord));
   for (const NameRecord& rec : names)
-    if (rec.name[0] == '\0') return nullptr;  // `own` unlinks itself; nobody attached
+    if (rec.name[0] == '\0') {
+      cleanup.unlinkAll();  // nobody will attach (and a rank killed now cannot unlink its own)
+      return nullptr;
+    }
   for (int r = 0; r < ctx.nranks; ++r)
     if (names[r].bytes != segmentBytes)
       fail(coilInvalidUsage, "shm window: rank ", r, " uses ", names[r].bytes,
@@ -402,6 +406,9 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
   std::vector<uint8_t> attached(static_cast<size_t>(ctx.nranks), 0);
   attached[ctx.rank] = attachError.empty() ? 1 : 0;
   ctx.oob.allGather(attached.data(), 1);
+  // Every rank attached or gave up: every name goes, the peers' too (a rank
+  // killed between this exchange and its own unlink would leave its segment).
+  cleanup.unlinkAll();
   own.unlink();
   for (int r = 0; r < ctx.nranks; ++r) {
     if (attached[r]) continue;
