@@ -61,21 +61,15 @@ void checkPeer(const Communicator& c, int peer) {
 // Runs now (host buffers), enqueues on the stream (device buffers), or
 // queues when inside coilGroupStart/End. `use`: the bytes the call reads
 // and writes on this rank.
-void issue(coilComm* comm, Communicator& c, const CollectiveCall& call, const CallBuffers& use,
+void issue(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
            coilStream_t stream, const char* function) {
   const bool device = onDevice(use, stream);
   if (inGroup()) {
     enqueueCollective(comm, call, use, device, stream);
-  } else if (device) {
-    std::vector<device::DeviceRange> ranges;
-    addRanges(use, &ranges);
-    enqueueStaged(comm, ranges, [call](Communicator& host, const device::StagedStream::HostOf& of) {
-      host.collective(hostCall(call, of));
-    }, stream, function);
-  } else {
-    drainStaged(comm);
-    c.collective(call);
+    return;
   }
+  runOrEnqueue(comm, device, rangesOf(use, device), stream, function,
+               [call](Communicator& host, const HostOf& of) { host.collective(hostCall(call, of)); });
 }
 
 }  // namespace
@@ -93,7 +87,7 @@ extern "C" coilResult_t coilAllReduce(const void* sendbuff, void* recvbuff, size
     api::checkOp(c, op, datatype);
     size_t bytes = api::checkedBytes(count, datatype);
     api::checkBuffers(sendbuff, bytes, recvbuff, bytes);
-    api::issue(comm, c, {algo::CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0},
+    api::issue(comm, {algo::CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0},
                {sendbuff, bytes, recvbuff, bytes}, stream, "coilAllReduce");
   });
 }
@@ -110,7 +104,7 @@ static coilResult_t broadcastAs(const char* function, const void* sendbuff, void
     size_t bytes = api::checkedBytes(count, datatype);
     const size_t sendBytes = c.rank() == root ? bytes : 0;
     api::checkBuffers(c.rank() == root ? sendbuff : nullptr, sendBytes, recvbuff, bytes);
-    api::issue(comm, c, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root},
+    api::issue(comm, {algo::CollKind::Broadcast, sendbuff, recvbuff, count, datatype, coilSum, root},
                {sendbuff, sendBytes, recvbuff, bytes}, stream, function);
   });
 }
@@ -138,7 +132,7 @@ extern "C" coilResult_t coilReduce(const void* sendbuff, void* recvbuff, size_t 
     size_t bytes = api::checkedBytes(count, datatype);
     const size_t recvBytes = c.rank() == root ? bytes : 0;
     api::checkBuffers(sendbuff, bytes, c.rank() == root ? recvbuff : nullptr, recvBytes);
-    api::issue(comm, c, {algo::CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root},
+    api::issue(comm, {algo::CollKind::Reduce, sendbuff, recvbuff, count, datatype, op, root},
                {sendbuff, bytes, recvbuff, recvBytes}, stream, "coilReduce");
   });
 }
@@ -157,7 +151,7 @@ extern "C" coilResult_t coilAllGather(const void* sendbuff, void* recvbuff, size
     const uint8_t* mine = static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(c.rank()) * bytes;
     if (sendbuff != mine) api::checkBuffers(sendbuff, bytes, recvbuff, total);
     else api::checkBuffers(nullptr, 0, recvbuff, total);
-    api::issue(comm, c, {algo::CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, coilSum, 0},
+    api::issue(comm, {algo::CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype, coilSum, 0},
                {sendbuff, bytes, recvbuff, total}, stream, "coilAllGather");
   });
 }
@@ -175,7 +169,7 @@ extern "C" coilResult_t coilReduceScatter(const void* sendbuff, void* recvbuff, 
     const uint8_t* mine = static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(c.rank()) * bytes;
     if (recvbuff != mine) api::checkBuffers(sendbuff, total, recvbuff, bytes);
     else api::checkBuffers(sendbuff, total, nullptr, 0);
-    api::issue(comm, c, {algo::CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0},
+    api::issue(comm, {algo::CollKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0},
                {sendbuff, total, recvbuff, bytes}, stream, "coilReduceScatter");
   });
 }
@@ -191,7 +185,7 @@ extern "C" coilResult_t coilAlltoAll(const void* sendbuff, void* recvbuff, size_
     if (total > 0 && sendbuff == recvbuff)
       fail(coilInvalidArgument, "all-to-all cannot run in place (sendbuff == recvbuff)");
     api::checkBuffers(sendbuff, total, recvbuff, total);
-    api::issue(comm, c, {algo::CollKind::AllToAll, sendbuff, recvbuff, count, datatype, coilSum, 0},
+    api::issue(comm, {algo::CollKind::AllToAll, sendbuff, recvbuff, count, datatype, coilSum, 0},
                {sendbuff, total, recvbuff, total}, stream, "coilAlltoAll");
   });
 }
@@ -210,7 +204,7 @@ extern "C" coilResult_t coilGather(const void* sendbuff, void* recvbuff, size_t 
     else if (sendbuff == static_cast<uint8_t*>(recvbuff) + static_cast<size_t>(root) * bytes)
       api::checkBuffers(nullptr, 0, recvbuff, total);
     else api::checkBuffers(sendbuff, bytes, recvbuff, total);
-    api::issue(comm, c, {algo::CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, coilSum, root},
+    api::issue(comm, {algo::CollKind::Gather, sendbuff, recvbuff, sendcount, datatype, coilSum, root},
                {sendbuff, bytes, recvbuff, c.rank() == root ? total : 0}, stream, "coilGather");
   });
 }
@@ -229,7 +223,7 @@ extern "C" coilResult_t coilScatter(const void* sendbuff, void* recvbuff, size_t
     else if (recvbuff == static_cast<const uint8_t*>(sendbuff) + static_cast<size_t>(root) * bytes)
       api::checkBuffers(sendbuff, total, nullptr, 0);
     else api::checkBuffers(sendbuff, total, recvbuff, bytes);
-    api::issue(comm, c, {algo::CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, coilSum, root},
+    api::issue(comm, {algo::CollKind::Scatter, sendbuff, recvbuff, recvcount, datatype, coilSum, root},
                {sendbuff, c.rank() == root ? total : 0, recvbuff, bytes}, stream, "coilScatter");
   });
 }
@@ -253,15 +247,11 @@ static coilResult_t pointToPoint(const char* fn, bool isSend, const void* buf, s
     } else if (peer == c.rank()) {
       fail(coilInvalidUsage, "a send to or receive from this rank itself must be inside "
                              "coilGroupStart/coilGroupEnd together with its match");
-    } else if (device) {
-      std::vector<device::DeviceRange> ranges;
-      api::addRanges(use, &ranges);
-      api::enqueueStaged(comm, ranges, [call](Communicator& host, const device::StagedStream::HostOf& of) {
-        host.pointToPoint({api::hostCall(call, of)});
-      }, stream, fn);
     } else {
-      api::drainStaged(comm);
-      c.pointToPoint({call});
+      api::runOrEnqueue(comm, device, api::rangesOf(use, device), stream, fn,
+                        [call](Communicator& host, const api::HostOf& of) {
+                          host.pointToPoint({api::hostCall(call, of)});
+                        });
     }
   });
 }
@@ -279,16 +269,11 @@ extern "C" coilResult_t coilRecv(void* recvbuff, size_t count, coilDataType_t da
 extern "C" coilResult_t coilBarrier(coilComm_t comm, coilStream_t stream) {
   return guarded("coilBarrier", comm, [&] {
     api::InFlight busy(comm);
-    Communicator& c = api::usable(comm);
+    api::usable(comm);
     if (api::inGroup()) fail(coilInvalidUsage, "coilBarrier cannot be called inside a group");
-    if (stream != nullptr) {  // in the stream's order, as the calls on device buffers
-      api::enqueueStaged(comm, {}, [](Communicator& host, const device::StagedStream::HostOf&) {
-        host.barrier();
-      }, stream, "coilBarrier");
-      return;
-    }
-    api::drainStaged(comm);
-    c.barrier();
+    // With a stream: in the stream's order, as the calls on device buffers.
+    api::runOrEnqueue(comm, stream != nullptr, {}, stream, "coilBarrier",
+                      [](Communicator& host, const api::HostOf&) { host.barrier(); });
   });
 }
 

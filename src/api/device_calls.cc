@@ -72,14 +72,25 @@ P2pCall hostCall(const P2pCall& call, const device::StagedStream::HostOf& hostOf
   return h;
 }
 
-void enqueueStaged(coilComm* comm, const std::vector<device::DeviceRange>& ranges, StagedBody body,
-                   coilStream_t stream, const char* what) {
+std::vector<device::DeviceRange> rangesOf(const CallBuffers& buffers, bool device) {
+  std::vector<device::DeviceRange> ranges;
+  if (device) addRanges(buffers, &ranges);
+  return ranges;
+}
+
+void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceRange>& ranges,
+                  coilStream_t stream, const char* what, CallWork work) {
+  if (!device) {
+    drainStaged(comm);
+    work(usable(comm), [](const void* p) { return const_cast<void*>(p); });
+    return;
+  }
   std::string name = what;
   stagedStreamOf(comm).enqueue(
       ranges,
-      [comm, name, body = std::move(body)](const device::StagedStream::HostOf& hostOf) {
+      [comm, name, work = std::move(work)](const HostOf& hostOf) {
         try {
-          body(usable(comm), hostOf);
+          work(usable(comm), hostOf);
         } catch (const Error& e) {
           throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
         }

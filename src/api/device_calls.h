@@ -35,19 +35,24 @@ void attachDevice(coilComm* comm);
 /// coilInvalidArgument for a mix, or for host buffers with a stream.
 bool onDevice(const CallBuffers& buffers, coilStream_t stream);
 
-/// The staged ranges of a call: send read, recv written.
+/// Appends the staged ranges of a call: send read, recv written.
 void addRanges(const CallBuffers& buffers, std::vector<device::DeviceRange>* ranges);
 
 /// `call` with its buffers replaced by their staged host copies.
 CollectiveCall hostCall(const CollectiveCall& call, const device::StagedStream::HostOf& hostOf);
 P2pCall hostCall(const P2pCall& call, const device::StagedStream::HostOf& hostOf);
+/// The ranges of one call's buffers (device calls; empty for host ones).
+std::vector<device::DeviceRange> rangesOf(const CallBuffers& buffers, bool device);
 
-/// Runs `body` on the communicator's host engine in `stream`'s order, over
-/// staged copies of `ranges`; returns once it is enqueued. `what` names the
-/// call in the asynchronous error a failure leaves.
-using StagedBody = std::function<void(Communicator& c, const device::StagedStream::HostOf& hostOf)>;
-void enqueueStaged(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
-                   StagedBody body, coilStream_t stream, const char* what);
+/// Runs a call: on device buffers, `work` is enqueued on `stream` and runs
+/// later on the communicator's host engine over staged copies of `ranges`
+/// (`what` names the call in the asynchronous error a failure leaves); on
+/// host buffers it runs now, after the device calls queued before it, with
+/// every pointer its own host copy.
+using HostOf = device::StagedStream::HostOf;
+using CallWork = std::function<void(Communicator& c, const HostOf& hostOf)>;
+void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceRange>& ranges,
+                  coilStream_t stream, const char* what, CallWork work);
 
 /// Waits for the communicator's device calls still queued (before a host
 /// call, which must follow them).

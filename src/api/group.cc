@@ -63,34 +63,20 @@ void noteBuffers(Queued& q, const CallBuffers& use, bool device, coilStream_t st
   if (device) addRanges(use, &q.ranges);
 }
 
-// Runs one communicator's queued calls: collectives first, in order, then
-// the point-to-point operations as one concurrent batch.
-void runCalls(Communicator& c, const std::vector<CollectiveCall>& collectives,
-              const std::vector<P2pCall>& p2p) {
-  for (const CollectiveCall& call : collectives) c.collective(call);
-  if (!p2p.empty()) c.pointToPoint(p2p);
-}
-
+// Runs one communicator's queued calls (now, or on their stream):
+// collectives first, in order, then the point-to-point operations as one
+// concurrent batch.
 coilResult_t runQueue(Queued& q) {
   return guarded("coilGroupEnd", q.comm, [&] {
     InFlight busy(q.comm);
-    Communicator& c = usable(q.comm);
-    if (!q.device) {
-      drainStaged(q.comm);
-      runCalls(c, q.collectives, q.p2p);
-      return;
-    }
-    enqueueStaged(q.comm, q.ranges,
-                  [collectives = q.collectives, p2p = q.p2p](
-                      Communicator& host, const device::StagedStream::HostOf& of) {
-                    std::vector<CollectiveCall> hostCollectives;
-                    std::vector<P2pCall> hostP2p;
-                    for (const CollectiveCall& call : collectives)
-                      hostCollectives.push_back(hostCall(call, of));
-                    for (const P2pCall& call : p2p) hostP2p.push_back(hostCall(call, of));
-                    runCalls(host, hostCollectives, hostP2p);
-                  },
-                  q.stream, "coilGroupEnd");
+    usable(q.comm);  // a comm that cannot run fails here, not on its stream
+    runOrEnqueue(q.comm, q.device, q.ranges, q.stream, "coilGroupEnd",
+                 [collectives = q.collectives, p2p = q.p2p](Communicator& c, const HostOf& of) {
+                   for (const CollectiveCall& call : collectives) c.collective(hostCall(call, of));
+                   std::vector<P2pCall> batch;
+                   for (const P2pCall& call : p2p) batch.push_back(hostCall(call, of));
+                   if (!batch.empty()) c.pointToPoint(batch);
+                 });
   });
 }
 
