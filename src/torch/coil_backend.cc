@@ -23,31 +23,6 @@ std::exception_ptr closedError(const char* how) {
   }
 }
 
-// Completes a coalesced batch's work once each of its parts (every send and
-// receive, and the work running the other operations) is done.
-class BatchTracker {
- public:
-  BatchTracker(c10::intrusive_ptr<CoilWork> work, size_t parts) : work_(std::move(work)), left_(parts) {
-    if (parts == 0) work_->complete(nullptr);
-  }
-  void partDone(std::exception_ptr error) {
-    std::exception_ptr first;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (error && !error_) error_ = error;
-      if (--left_ > 0) return;
-      first = error_;
-    }
-    work_->complete(first);
-  }
-
- private:
-  c10::intrusive_ptr<CoilWork> work_;
-  std::mutex mutex_;
-  size_t left_;
-  std::exception_ptr error_;
-};
-
 }  // namespace
 
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -74,8 +49,8 @@ CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   coilComm_t comm = nullptr;
   check(coilCommInitRankConfig(&comm, size, id, rank, &config), "coilCommInitRankConfig");
   comm_ = comm;
-  p2p_ = std::make_unique<PointToPoint>(rank, size, store, key, groupName_, timeout);
-  queue_ = std::make_unique<WorkQueue>();
+  p2p_ = std::make_unique<PointToPoint>(rank, size, CommRef(comm, aborting_));
+  queue_ = std::make_unique<WorkQueue>([p2p = p2p_.get()] { p2p->flush(); });
   init();
 }
 
@@ -109,7 +84,6 @@ void CoilBackend::shutdown() {
   closed_ = true;
   failCollectedBatch("shut down");
   queue_->stop();  // what was queued still runs
-  p2p_->shutdown();  // as do the sends and receives started
   coilCommDestroy(comm_.exchange(nullptr));
 }
 
@@ -120,7 +94,6 @@ void CoilBackend::abort() {
   failCollectedBatch("aborted");
   // Drop the queue first: once the comm is aborted, nothing may start on it.
   queue_->failPending(closedError("aborted"));
-  p2p_->abort(closedError("aborted"));
   aborting_->store(true);  // the running body starts no further coil call
   // Revoke, not abort: the call in progress returns with an error but the
   // handle stays valid, so a body between two coil calls cannot touch freed
@@ -183,57 +156,33 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
   std::vector<at::Tensor> outputs;
   for (const BatchEntry& e : batch)
     for (const at::Tensor& t : e.work->result()) outputs.push_back(t);
-  auto work = c10::make_intrusive<CoilWork>(rank_, c10d::OpType::COALESCED, seq_++,
-                                            std::move(outputs), nullptr);
-  // Sends and receives start now (PointToPoint), each on its own; the other
-  // operations run on the worker as one work, one by one, in order (after an
-  // error every member not yet completed gets it too). The batch's work
-  // completes when all of them have, with the first error.
-  std::vector<BatchEntry> others;
-  size_t parts = 0;
-  for (BatchEntry& e : batch) {
-    if (e.isP2p)
-      ++parts;
-    else
-      others.push_back(std::move(e));
-  }
-  if (!others.empty()) ++parts;
-  auto tracker = std::make_shared<BatchTracker>(work, parts);
-  for (const BatchEntry& e : batch) {
-    if (!e.isP2p) continue;
-    auto done = [member = e.work, tracker](std::exception_ptr error) {
-      member->complete(error);
-      tracker->partDone(error);
-    };
-    if (e.isSend)
-      p2p_->send(e.tensor, e.peer, e.tag, std::move(done));
-    else
-      p2p_->recv(e.tensor, e.peer, e.tag, std::move(done));
-  }
-  if (!others.empty()) {
-    auto body = [others = std::move(others)]() {
-      size_t next = 0;  // first member not yet completed
-      try {
-        for (; next < others.size(); ++next) {
-          if (others[next].body) others[next].body();
-          others[next].work->complete(nullptr);
-        }
-      } catch (...) {
-        for (size_t i = next; i < others.size(); ++i)
-          others[i].work->complete(std::current_exception());
-        throw;
-      }
-    };
-    auto rest = c10::make_intrusive<CoilWork>(rank_, c10d::OpType::COALESCED, seq_,
-                                              std::vector<at::Tensor>{}, std::move(body));
-    rest->setOnComplete([tracker](std::exception_ptr error) { tracker->partDone(error); });
+  // Sends and receives are posted to p2p_ and run together, as one coil
+  // group (any order completes), before the next other operation and at the
+  // end; other operations run one by one, in order. Each member work
+  // completes as soon as its part has run; after an error every member not
+  // yet completed gets it too.
+  auto body = [batch = std::move(batch), p2p = p2p_.get()]() {
+    size_t next = 0;  // first member not yet posted or completed
     try {
-      queue_->push(rest);
+      for (; next < batch.size(); ++next) {
+        const BatchEntry& e = batch[next];
+        if (e.isP2p) {
+          p2p->post(e.work, e.isSend, e.tensor, e.peer, e.tag);
+          continue;
+        }
+        if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
+        if (e.body) e.body();
+        e.work->complete(nullptr);
+      }
+      if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
     } catch (...) {
-      rest->complete(std::current_exception());  // shut down meanwhile; completes the batch too
+      for (size_t i = next; i < batch.size(); ++i) batch[i].work->complete(std::current_exception());
       throw;
     }
-  }
+  };
+  auto work = c10::make_intrusive<CoilWork>(rank_, c10d::OpType::COALESCED, seq_++,
+                                            std::move(outputs), std::move(body));
+  queue_->push(work);
   return work;
 }
 
@@ -260,11 +209,14 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
   commRef();  // raises if shut down
   auto work =
       c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::vector<at::Tensor>{tensor}, nullptr);
-  auto done = [work](std::exception_ptr error) { work->complete(error); };
-  if (isSend)
-    p2p_->send(tensor, peer, tag, std::move(done));
-  else
-    p2p_->recv(tensor, peer, tag, std::move(done));
+  // Posted when its turn on the worker comes; runs when someone waits on it
+  // (or on another posted one), or before the next other operation.
+  work->setPosted(
+      [p2p = p2p_.get(), isSend, tensor, peer, tag](const c10::intrusive_ptr<CoilWork>& self) {
+        p2p->post(self, isSend, tensor, peer, tag);
+      },
+      queue_->flushRequester());
+  queue_->push(work);
   return work;
 }
 

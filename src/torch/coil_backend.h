@@ -86,10 +86,10 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
-  /// Messages match on (source, tag), in order within a tag. They do not
-  /// go through the worker: PointToPoint (p2p.h) runs them at once, each
-  /// direction between two ranks on its own, so isend/irecv in any order, of
-  /// any size, with collectives in between, complete.
+  /// Messages match on (source, tag), in order within a tag. They are posted
+  /// to PointToPoint (p2p.h), which runs a rank's pending sends and receives
+  /// together as one coil group when one of them is waited on (or another
+  /// operation comes), so isend/irecv in any order and of any size complete.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
@@ -97,8 +97,7 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   /// Between these, operations are collected instead of queued; endCoalescing
-  /// starts their sends and receives (PointToPoint) and queues the others as
-  /// one work; its work completes when all of them have.
+  /// queues them as one work that runs their sends and receives as coil groups.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
@@ -140,7 +139,7 @@ class CoilBackend : public c10d::Backend {
 
   std::mutex lifecycleMutex_;  // shutdown vs abort
   bool closed_ = false;
-  std::unique_ptr<PointToPoint> p2p_;
+  std::unique_ptr<PointToPoint> p2p_;  // used by the worker only; outlives it
   std::unique_ptr<WorkQueue> queue_;
 };
 

@@ -1,93 +1,95 @@
-// Point-to-point for the coil backend: sends and receives that progress on
-// their own, matched on (source, tag) as gloo's are.
+// Point-to-point for the coil backend: tags, and sends and receives that
+// progress together.
 //
 // coil's sends and receives between two ranks match in order, without tags,
-// and a call returns only once done (a large send: once the peer takes it).
-// So isend/irecv do not run on the backend's worker (behind, or in front of,
-// collectives) nor in one coil group (which lasts until its slowest member
-// is done): every direction between two ranks that is used gets its own
-// 2-rank coil communicator and one thread on each side of it, made on first
-// use (the sender hosts the rendezvous; the id goes through the group's
-// c10d store). The sending side's thread sends its messages in order; the
-// receiving side's thread receives while a receive from that peer is
-// waiting. Nothing else shares those threads or communicators, so an
-// operation waits only for the peer's matching operation (and for the
-// messages from that peer ahead of it), never for unrelated work of either
-// rank: isend/irecv in any order, of any size, with collectives in between,
-// complete, as gloo's do.
+// and a lone coilSend of a large buffer returns only once the peer receives
+// it. So the backend does not run isend/irecv as they reach the worker: it
+// posts them here, and runs everything posted as one coil group when it must
+// (a wait on, or a look at, one of them; any other operation; the batch of
+// batch_isend_irecv; shutdown). Then a rank's pending sends and receives
+// progress together: isend then irecv of one large tensor on both ranks
+// completes, in any order, at any size.
 //
-// Each message is a 16-byte header (tag, byte count) followed by the payload.
-// The receiving thread reads the header, then receives the payload straight
-// into the first waiting receive of that tag (no copy for a contiguous
-// tensor), or, when there is none, into a buffer kept for the next receive of
-// that tag (a copy). Messages of one tag from one source are received in the
-// order they were sent. A message whose size differs from the receive it
-// matches fails that receive, naming both sizes; the stream stays in step.
+// Each message is a 16-byte header (tag, byte count) followed by the payload,
+// both as bytes. A receive takes the peer's next message with the receive's
+// own size (coil refuses a message of another size: an error, never
+// truncated data) and reads its tag; a message for another tag waits (a
+// copy) for the first receive of that tag from that peer. So messages match
+// on (source, tag), in order within a tag, as gloo's do, when messages
+// received out of order have equal sizes; otherwise the receive fails with
+// both sizes.
 //
-// Deadlines: every coil call (the rendezvous, each header and payload) gives
-// up after the process group's timeout and the store's get after the store's
-// timeout; the error names the peer and the tag, and breaks that one
-// direction (its waiting and later operations fail with it).
+// Known limits, where gloo (whose operations each progress alone) does
+// better:
+//  - a run takes everything pending, so a wait on one operation (or the next
+//    collective) also waits for this rank's other pending sends and
+//    receives, such as an irecv posted early whose message comes later;
+//  - a run's sends complete only when the peer takes them: messages larger
+//    than coil's fifo that the peer takes in a later run than the one that
+//    takes the message it is waiting for (tags received out of order, one
+//    wait at a time, on both ranks at once) wait until the timeout;
+//  - messages received out of order by tag must have equal sizes (a
+//    receive takes the next message with its own size before it can read
+//    the tag); otherwise the receive fails naming both sizes, and the
+//    communicator is broken.
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
-#include <functional>
+#include <map>
 #include <memory>
-#include <mutex>
-#include <string>
+#include <utility>
 #include <vector>
+
+#include "coil_calls.h"
+#include "work_queue.h"
 
 namespace coil_torch {
 
 class PointToPoint {
  public:
-  /// Called once with the outcome (null: success), on any thread.
-  using Done = std::function<void(std::exception_ptr)>;
+  PointToPoint(int rank, int size, CommRef comm) : rank_(rank), comm_(std::move(comm)) {
+    recvs_.resize(size);
+  }
 
-  /// `key` prefixes the store keys of the rendezvous of each direction.
-  PointToPoint(int rank, int size, c10::intrusive_ptr<c10d::Store> store, std::string key,
-               std::string commName, std::chrono::milliseconds timeout);
-  /// As shutdown().
-  ~PointToPoint();
-  PointToPoint(const PointToPoint&) = delete;
-  PointToPoint& operator=(const PointToPoint&) = delete;
+  /// Adds a send or receive, to run at the next flush(). A receive that an
+  /// earlier message (held back, or sent to self) matches completes at once.
+  /// Worker thread only.
+  void post(c10::intrusive_ptr<CoilWork> work, bool isSend, const at::Tensor& tensor, int peer,
+            int64_t tag);
 
-  /// Starts sending `tensor` to `peer` (any thread; returns at once). A
-  /// contiguous tensor is read while the send runs; another is copied now.
-  void send(const at::Tensor& tensor, int peer, int64_t tag, Done done);
-  /// Starts receiving into `tensor` the next message from `peer` with `tag`
-  /// (any thread; returns at once, having completed it when the message was
-  /// already here).
-  void recv(const at::Tensor& tensor, int peer, int64_t tag, Done done);
+  /// Runs every posted operation to completion (their works complete), as
+  /// coil groups. On failure every pending work completes with the error,
+  /// which is also returned (null on success). Worker thread only.
+  std::exception_ptr flush() noexcept;
 
-  /// Refuses new operations, lets the started ones finish (each within the
-  /// deadlines above), then frees the communicators. Idempotent.
-  void shutdown();
-  /// Refuses new operations, fails the started ones with `error`, interrupts
-  /// the coil calls in progress and frees the communicators. Idempotent.
-  void abort(std::exception_ptr error);
-
-  struct Channel;  // one direction with one peer (p2p.cc)
+  /// Completes every pending work with `error` and forgets them.
+  void failAll(std::exception_ptr error) noexcept;
 
  private:
-  /// The channel for messages to (outgoing) or from `peer`, made (and its
-  /// thread started) on first use. Throws once shut down.
-  std::shared_ptr<Channel> channel(int peer, bool outgoing);
-  void stopAll(std::exception_ptr abortError);
+  struct Op {
+    c10::intrusive_ptr<CoilWork> work;
+    at::Tensor tensor;
+    int peer = -1;
+    int64_t tag = 0;
+    size_t bytes = 0;
+    std::unique_ptr<Staged> staged;
+    int64_t header[2] = {0, 0};  // tag, bytes: sent, or received into
+  };
 
-  const int rank_;
-  const c10::intrusive_ptr<c10d::Store> store_;
-  const std::string key_;
-  const std::string commName_;
-  const std::chrono::milliseconds timeout_;
-  std::mutex mutex_;
-  bool closed_ = false;
-  std::vector<std::shared_ptr<Channel>> out_, in_;  // per peer; in_[rank_]: messages to self
+  /// Delivers `bytes` of a message to `op` (a receive): copies and completes
+  /// it, or fails it when the sizes differ.
+  static void deliver(Op& op, const void* data, size_t bytes, int peer);
+  void runRound();
+
+  int rank_;
+  CommRef comm_;
+  std::vector<Op> sends_;                  // posted, not yet run
+  std::vector<std::deque<Op>> recvs_;      // per source: posted, unmatched, in order
+  std::map<std::pair<int, int64_t>, std::deque<std::vector<uint8_t>>> early_;  // (src, tag)
 };
 
 }  // namespace coil_torch

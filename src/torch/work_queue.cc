@@ -7,13 +7,27 @@
 #include <utility>
 
 namespace coil_torch {
-GilReleasedIfHeld::GilReleasedIfHeld() {
-  if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
-}
+namespace {
 
-GilReleasedIfHeld::~GilReleasedIfHeld() {
-  if (state_) PyEval_RestoreThread(static_cast<PyThreadState*>(state_));
-}
+// Releases the GIL for the scope if this thread holds it. Joining the worker
+// with the GIL held would deadlock when the worker is completing a future
+// whose Python callback (fut.then(...)) is waiting for the GIL.
+class GilReleasedIfHeld {
+ public:
+  GilReleasedIfHeld() {
+    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
+  }
+  ~GilReleasedIfHeld() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
+  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
+
+ private:
+  PyThreadState* state_ = nullptr;
+};
+
+}  // namespace
 
 CoilWork::CoilWork(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
                    Body body)
@@ -47,14 +61,44 @@ void CoilWork::complete(std::exception_ptr error) noexcept {
     // the work still completes below.
   }
   finish(error);
-  if (onComplete_) {
-    auto onComplete = std::move(onComplete_);
-    onComplete_ = nullptr;
-    onComplete(error);
+}
+
+void CoilWork::setPosted(Post post, std::function<void()> demand) {
+  post_ = std::move(post);
+  demand_ = std::move(demand);
+}
+
+void CoilWork::runPost(const c10::intrusive_ptr<CoilWork>& self) noexcept {
+  Post post = std::move(post_);
+  post_ = nullptr;
+  try {
+    post(self);
+  } catch (...) {
+    complete(std::current_exception());
   }
 }
 
-WorkQueue::WorkQueue() : state_(std::make_shared<State>()) {
+void CoilWork::demand() {
+  if (demand_ && !c10d::Work::isCompleted()) demand_();
+}
+
+bool CoilWork::wait(std::chrono::milliseconds timeout) {
+  demand();
+  return c10d::Work::wait(timeout);
+}
+
+bool CoilWork::isCompleted() {
+  demand();
+  return c10d::Work::isCompleted();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoilWork::getFuture() {
+  demand();
+  return future_;
+}
+
+WorkQueue::WorkQueue(std::function<void()> flush) : state_(std::make_shared<State>()) {
+  state_->flush = std::move(flush);
   thread_ = std::thread([s = state_] { loop(s); });
   pthread_setname_np(thread_.native_handle(), "coil-torch");
 }
@@ -72,17 +116,54 @@ void WorkQueue::push(c10::intrusive_ptr<CoilWork> work) {
 }
 
 void WorkQueue::loop(const std::shared_ptr<State>& state) {
+  auto flush = [&] {
+    if (state->flush) state->flush();
+  };
   for (;;) {
     c10::intrusive_ptr<CoilWork> work;
     {
       std::unique_lock<std::mutex> lock(state->mutex);
-      state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
-      if (state->queue.empty()) return;  // stopping, and everything has run
+      state->cv.wait(lock, [&] {
+        return state->stopping || state->flushRequested || !state->queue.empty();
+      });
+      if (state->queue.empty()) {
+        bool last = !state->flushRequested;  // else stopping, and everything has run
+        state->flushRequested = false;
+        lock.unlock();
+        flush();
+        if (last) return;
+        continue;
+      }
       work = std::move(state->queue.front());
       state->queue.pop_front();
     }
-    work->run();
+    if (work->isPosted()) {
+      work->runPost(work);
+    } else {
+      flush();  // what was posted before it runs first
+      work->run();
+    }
   }
+}
+
+void WorkQueue::requestFlush() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->flushRequested = true;
+  }
+  state_->cv.notify_one();
+}
+
+std::function<void()> WorkQueue::flushRequester() const {
+  return [weak = std::weak_ptr<State>(state_)] {
+    if (std::shared_ptr<State> s = weak.lock()) {
+      {
+        std::lock_guard<std::mutex> lock(s->mutex);
+        s->flushRequested = true;
+      }
+      s->cv.notify_one();
+    }
+  };
 }
 
 void WorkQueue::stop() {

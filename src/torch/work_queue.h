@@ -28,8 +28,7 @@ namespace coil_torch {
 class CoilWork : public c10d::Work {
  public:
   /// What the worker runs; throws on failure. May be empty for a work that is
-  /// completed by someone else (a send or receive, which PointToPoint
-  /// runs; a member of a coalesced batch).
+  /// completed by someone else (a member of a coalesced batch).
   using Body = std::function<void()>;
 
   CoilWork(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
@@ -42,27 +41,41 @@ class CoilWork : public c10d::Work {
   /// Completes the work without running the body; `error` null means success.
   void complete(std::exception_ptr error) noexcept;
 
-  /// Called at the end of complete(), with its error (null: success).
-  void setOnComplete(std::function<void(std::exception_ptr)> onComplete) {
-    onComplete_ = std::move(onComplete);
-  }
+  /// Makes this a posted work (a send or receive): the worker runs
+  /// `post(this)`, which hands the work to whoever completes it later, and
+  /// does not complete it. `demand` is called when someone waits on the work
+  /// or looks at it (wait, isCompleted, getFuture) before it is complete.
+  using Post = std::function<void(const c10::intrusive_ptr<CoilWork>&)>;
+  void setPosted(Post post, std::function<void()> demand);
+  bool isPosted() const { return static_cast<bool>(post_); }
+  /// Runs the post function (worker thread); a throw completes the work with it.
+  void runPost(const c10::intrusive_ptr<CoilWork>& self) noexcept;
 
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
 
  private:
+  void demand();
+
   const uint64_t seq_;
   std::vector<at::Tensor> outputs_;
   Body body_;
-  std::function<void(std::exception_ptr)> onComplete_;
+  Post post_;
+  std::function<void()> demand_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-/// A FIFO of CoilWork drained by one thread.
+/// A FIFO of CoilWork drained by one thread. A posted work (isPosted) is
+/// only posted when its turn comes; `flush` (run on the thread) must then
+/// complete what was posted: it runs before every other work, when
+/// requestFlush() was called and the queue is empty, and before the thread
+/// ends.
 class WorkQueue {
  public:
-  WorkQueue();
+  explicit WorkQueue(std::function<void()> flush = nullptr);
   /// Stops the thread (as stop()); queued work completes first.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -81,6 +94,12 @@ class WorkQueue {
   /// with `error`, without waiting for the running one; stop() then joins.
   void failPending(std::exception_ptr error);
 
+  /// Asks the thread to run `flush` once the works queued so far are taken.
+  /// Any thread; cheap; never blocks on the worker.
+  void requestFlush();
+  /// requestFlush as a function that stays safe to call after the queue is gone.
+  std::function<void()> flushRequester() const;
+
  private:
   // Shared with the thread, so a thread that has to detach itself (see
   // join()) never touches a destroyed queue.
@@ -89,26 +108,14 @@ class WorkQueue {
     std::condition_variable cv;
     std::deque<c10::intrusive_ptr<CoilWork>> queue;
     bool stopping = false;
+    bool flushRequested = false;
+    std::function<void()> flush;
   };
   static void loop(const std::shared_ptr<State>& state);
   void join();
 
   std::shared_ptr<State> state_;
   std::thread thread_;
-};
-
-/// Releases the Python GIL for the scope if this thread holds it. Joining a
-/// thread with the GIL held would deadlock when that thread is completing a
-/// future whose Python callback (fut.then(...)) is waiting for the GIL.
-class GilReleasedIfHeld {
- public:
-  GilReleasedIfHeld();
-  ~GilReleasedIfHeld();
-  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
-  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
-
- private:
-  void* state_ = nullptr;  // PyThreadState*
 };
 
 }  // namespace coil_torch
