@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs the README's commands as a new user would (suite `readme`).
 
-Every ```sh block of README.md runs as one bash script (so an `export` holds
-for the lines after it), line by line as written, from the root of a fresh
+Every ```sh block of README.md runs as one bash script, line by line as
+written (an `export` holds for the rest of the README, as in the one shell a
+reader would use), from the root of a fresh
 clone of the repository whose `build` is the build directory under test,
 with the torch venv activated as the README's "Try it" says. The C example
 is compiled and run under mpirun with 4 ranks, as its comment says; an
@@ -90,13 +91,25 @@ def environment(venv):
 
 
 def run_shell_block(lines, workdir, env, log):
+    """Runs one block; on success `env` takes what it exported (a reader
+    runs the README in one shell, so an export holds for the blocks after)."""
+    env_file = os.path.join(workdir, ".readme-env")
     script = ["set -euo pipefail"]
     for command in lines:
         script.append(f"echo {shlex.quote('readme$ ' + command)}")
         script.append(command)
+    script.append(f"env -0 > {shlex.quote(env_file)}")
     started = time.monotonic()
     result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=workdir, env=env,
                             stdout=log, stderr=subprocess.STDOUT, timeout=BLOCK_TIMEOUT_S)
+    if result.returncode == 0:
+        with open(env_file, "rb") as f:
+            exported = dict(entry.split("=", 1) for entry in f.read().decode().split("\0")
+                            if "=" in entry)
+        exported.pop("SHLVL", None)
+        exported.pop("_", None)
+        env.clear()
+        env.update(exported)
     return result.returncode, time.monotonic() - started
 
 
