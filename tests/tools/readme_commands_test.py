@@ -4,7 +4,8 @@
 Every ```sh block of README.md runs as one bash script, line by line as
 written (an `export` holds for the rest of the README, as in the one shell a
 reader would use), from the root of a fresh
-clone of the repository whose `build` is the build directory under test,
+clone of the repository (its build/ made by the README's first command,
+tools/quickstart, as for a new user; the build under test only keeps the log),
 with the torch venv activated as the README's "Try it" says. The C example
 is compiled and run under mpirun with 4 ranks, as its comment says; an
 unlabelled block is output the README shows.
@@ -119,7 +120,7 @@ def run_c_block(body, workdir, build, env, log):
         f.write("\n".join(body) + "\n")
     program = os.path.join(workdir, "readme_example")
     compile_cmd = ["cc", "-Wall", "-o", program, source, "-I", os.path.join(workdir, "include"),
-                   "-L", build, "-lcoil", "-Wl,-rpath," + build]
+                   "-L", build, "-lcoil", "-Wl,-rpath," + build]  # the clone's build/
     started = time.monotonic()
     rc = subprocess.run(compile_cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
@@ -171,8 +172,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="coil-readme-") as scratch:
         workdir = os.path.join(scratch, "coil")
         if not listing:
+            # Its own build/, made by the README's first command
+            # (tools/quickstart), as for a new user. Not the build under
+            # test: `meson setup build` in the clone would point that one's
+            # regeneration at the clone, which is gone afterwards.
             subprocess.run(["git", "clone", "-q", repo, workdir], check=True)
-            os.symlink(build, os.path.join(workdir, "build"))
         env = environment(venv)
         log_path = os.path.join(build, "meson-logs", "readme-commands.log")
         with open(log_path if not listing else os.devnull, "wb") as log:
@@ -217,7 +221,7 @@ def main():
                         continue
                     log.write(f"\n==== README:{line} (C example)\n".encode())
                     log.flush()
-                    rc, seconds = run_c_block(body, workdir, build, env, log)
+                    rc, seconds = run_c_block(body, workdir, os.path.join(workdir, "build"), env, log)
                     ran += 1
                     print(f"README:{line}: the C example under mpirun -np 4, {seconds:.0f} s: "
                           f"{'ok' if rc == 0 else f'FAILED (exit {rc})'}")
