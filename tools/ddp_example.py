@@ -18,6 +18,7 @@ From a source checkout, make coil_torch importable first:
 import argparse
 import datetime
 import os
+import sys
 import time
 
 import torch
@@ -92,13 +93,17 @@ def main():
         print(f"[{args.backend}] {world} ranks, {steps} steps in {elapsed:.2f} s "
               f"({elapsed / max(steps, 1) * 1e3:.2f} ms/step); "
               f"replicas identical: {same}", flush=True)
-    # Every rank past its last collective before any tears down: without it
-    # gloo's teardown (torch 2.x) aborted one rank in 2 of 6 3-rank runs here
-    # ("terminate called without an active exception"), found by the readme suite.
-    dist.barrier()
     dist.destroy_process_group()
     if not same:
         raise SystemExit("replicas diverged")
+    if args.backend == "gloo":
+        # With 3 ranks on 2 cores, torch's gloo backend aborted one rank
+        # while the interpreter exited, after all of the above had run
+        # ("terminate called without an active exception"; 2 of 6 runs here,
+        # a barrier before destroy_process_group did not stop it). The
+        # comparison is done by then: leave without the C++ teardown.
+        sys.stdout.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
