@@ -128,11 +128,6 @@ void freePinned(void* ptr) noexcept {
   if (ptr) cudaFreeHost(ptr);
 }
 
-void copy(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  check("cudaMemcpy", cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-}
-
 Stream createStream() {
   requireDevice("createStream");
   cudaStream_t stream = nullptr;
@@ -167,13 +162,6 @@ void recordEvent(Event event, Stream stream) {
 
 void syncEvent(Event event) {
   check("cudaEventSynchronize", cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
-}
-
-bool eventDone(Event event) {
-  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
-  if (err == cudaErrorNotReady) return false;
-  check("cudaEventQuery", err);
-  return true;
 }
 
 void syncStream(Stream stream) {

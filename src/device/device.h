@@ -50,9 +50,6 @@ void freeDevice(void* ptr) noexcept;
 /// a stream can wait on a word of it and copies from it run asynchronously).
 void* allocPinned(size_t bytes);
 void freePinned(void* ptr) noexcept;
-/// A blocking copy in the direction the pointers say (tests and coil_perf
-/// fill and check device buffers with it).
-void copy(void* dst, const void* src, size_t bytes);
 
 using Stream = void*;
 using Event = void*;
@@ -68,8 +65,6 @@ void destroyEvent(Event event) noexcept;
 void recordEvent(Event event, Stream stream);
 /// Blocks the calling thread until the work before the event has run.
 void syncEvent(Event event);
-/// True once the work before the event has run (cudaEventQuery).
-bool eventDone(Event event);
 void syncStream(Stream stream);
 /// Enqueues on `stream` a wait until the 32-bit word at `word` (in memory
 /// from allocPinned) reaches `ticket`, compared cyclically (wrap-safe):

@@ -23,7 +23,6 @@ void* allocDevice(size_t) { noCuda("allocDevice"); }
 void freeDevice(void*) noexcept {}
 void* allocPinned(size_t) { noCuda("allocPinned"); }
 void freePinned(void*) noexcept {}
-void copy(void*, const void*, size_t) { noCuda("copy"); }
 Stream createStream() { noCuda("createStream"); }
 void destroyStream(Stream) noexcept {}
 void copyAsync(void*, const void*, size_t, Stream) { noCuda("copyAsync"); }
@@ -31,7 +30,6 @@ Event createEvent() { noCuda("createEvent"); }
 void destroyEvent(Event) noexcept {}
 void recordEvent(Event, Stream) { noCuda("recordEvent"); }
 void syncEvent(Event) { noCuda("syncEvent"); }
-bool eventDone(Event) { noCuda("eventDone"); }
 void syncStream(Stream) { noCuda("syncStream"); }
 void waitWord(Stream, const volatile uint32_t*, uint32_t) { noCuda("waitWord"); }
 
