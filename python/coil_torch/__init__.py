@@ -27,7 +27,7 @@ import threading
 import torch  # noqa: F401 - loads libtorch before the extension that links it
 import torch.distributed as dist
 
-__all__ = ["BACKEND_NAME", "coil_version", "extension_path"]
+__all__ = ["BACKEND_NAME", "coil_version", "extension_path", "monitored_barrier"]
 
 BACKEND_NAME = "coil"
 _EXT_NAME = "_coil_torch_ext"
@@ -118,6 +118,35 @@ def _create_backend(dist_opts, backend_options):
         f"coil_unique_id/{generation}",
         group,
     )
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for coil groups, on every torch 2.x.
+
+    Rank 0 waits up to `timeout` (a timedelta or seconds; default: the
+    group's timeout) for every other rank and raises naming the first that
+    did not arrive ("Rank 2 failed to pass monitoredBarrier in 1000 ms"), or
+    all of them with wait_all_ranks=True; the other ranks raise if rank 0
+    does not release them in time. torch versions whose
+    dist.monitored_barrier accepts only gloo groups refuse coil's; this
+    calls the group's own monitored_barrier, which coil implements. Any other
+    group (gloo's) goes to torch's function.
+    """
+    import datetime
+
+    if group is None:
+        group = dist.group.WORLD
+    if dist.get_backend(group) != BACKEND_NAME:
+        return dist.monitored_barrier(group, timeout, wait_all_ranks)
+    if timeout is None:
+        timeout = dist.distributed_c10d._get_default_timeout(BACKEND_NAME)
+        try:
+            timeout = group._get_backend(torch.device("cpu")).options._timeout
+        except (AttributeError, RuntimeError):
+            pass
+    elif not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    return group.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
 
 
 dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True,

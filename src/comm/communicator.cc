@@ -393,12 +393,20 @@ void Communicator::checkUsable() const {
 void Communicator::breakWith(const Error& e) {
   coilResult_t expected = coilSuccess;
   asyncError_.compare_exchange_strong(expected, e.code());
-  COIL_WARN(kColl, e.what());
+  // A call cut short by this process's own coilCommRevoke/coilCommAbort
+  // failed on request (a shutdown stopping a thread that waits for
+  // messages, say): an info line, no warning and no flight-recorder dump.
+  const bool revokedHere = abortFlag_ && abortFlag_->load();
+  if (revokedHere)
+    COIL_INFO(kColl, e.what());
+  else
+    COIL_WARN(kColl, e.what());
   if (expected == coilSuccess) noticePeers(e.what());
   closeAll();
   // The error that broke the communicator: its last operations, after the
   // peers were told (closeAll), to the log and COIL_DEBUG_DUMP_ON_ERROR.
-  if (expected == coilSuccess) flight_.dump({rank_, nranks_, label_, options_.name}, e.what());
+  if (expected == coilSuccess && !revokedHere)
+    flight_.dump({rank_, nranks_, label_, options_.name}, e.what());
   throw e;
 }
 

@@ -28,7 +28,11 @@ std::exception_ptr closedError(const char* how) {
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& key,
                          const std::string& groupName)
-    : c10d::Backend(rank, size), timeout_(timeout), groupName_(groupName) {
+    : c10d::Backend(rank, size),
+      timeout_(timeout),
+      groupName_(groupName),
+      store_(store),
+      storeKey_(key) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "coil backend: rank ", rank,
               " is out of range for a group of ", size, " ranks");
   coilUniqueId id;
@@ -49,8 +53,8 @@ CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   coilComm_t comm = nullptr;
   check(coilCommInitRankConfig(&comm, size, id, rank, &config), "coilCommInitRankConfig");
   comm_ = comm;
-  p2p_ = std::make_unique<PointToPoint>(rank, size, CommRef(comm, aborting_));
-  queue_ = std::make_unique<WorkQueue>([p2p = p2p_.get()] { p2p->flush(); });
+  p2p_ = std::make_unique<PointToPoint>(rank, size, store, key + "/p2p", groupName_, timeout);
+  queue_ = std::make_unique<WorkQueue>();
   init();
 }
 
@@ -84,6 +88,8 @@ void CoilBackend::shutdown() {
   closed_ = true;
   failCollectedBatch("shut down");
   queue_->stop();  // what was queued still runs
+  p2p_->close(true);  // queued sends still go out
+  completions_->stop();
   coilCommDestroy(comm_.exchange(nullptr));
 }
 
@@ -100,7 +106,9 @@ void CoilBackend::abort() {
   // memory. It is freed once the worker has returned.
   coilComm_t comm = comm_.exchange(nullptr);
   coilCommRevoke(comm);
+  p2p_->close(false);
   queue_->stop();
+  completions_->stop();
   coilCommDestroy(comm);
 }
 
@@ -110,11 +118,18 @@ CommRef CoilBackend::commRef() const {
   return CommRef(c, aborting_);
 }
 
+c10::intrusive_ptr<CoilWork> CoilBackend::newWork(c10d::OpType type,
+                                                  std::vector<at::Tensor> outputs,
+                                                  CoilWork::Body body) {
+  return c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::move(outputs), std::move(body),
+                                       completions_);
+}
+
 c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
                                                     std::vector<at::Tensor> outputs,
                                                     CoilWork::Body body) {
   if (coalescing_) {
-    auto work = c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::move(outputs), nullptr);
+    auto work = newWork(type, std::move(outputs), nullptr);
     BatchEntry e;
     e.work = work;
     e.body = std::move(body);
@@ -122,7 +137,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
     return work;
   }
   auto work =
-      c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::move(outputs), std::move(body));
+      newWork(type, std::move(outputs), std::move(body));
   queue_->push(work);
   return work;
 }
@@ -142,8 +157,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
   if (batch.empty()) {
     // Nothing to run; torch also brackets abort() like this, so do not
     // insist on a live communicator.
-    auto done = c10::make_intrusive<CoilWork>(rank_, c10d::OpType::COALESCED, seq_++,
-                                              std::vector<at::Tensor>{}, nullptr);
+    auto done = newWork(c10d::OpType::COALESCED, std::vector<at::Tensor>{}, nullptr);
     done->complete(nullptr);
     return done;
   }
@@ -156,37 +170,53 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
   std::vector<at::Tensor> outputs;
   for (const BatchEntry& e : batch)
     for (const at::Tensor& t : e.work->result()) outputs.push_back(t);
-  // Sends and receives are posted to p2p_ and run together, as one coil
-  // group (any order completes), before the next other operation and at the
-  // end; other operations run one by one, in order. Each member work
-  // completes as soon as its part has run; after an error every member not
-  // yet completed gets it too.
-  auto body = [batch = std::move(batch), p2p = p2p_.get()]() {
-    size_t next = 0;  // first member not yet posted or completed
-    try {
-      for (; next < batch.size(); ++next) {
-        const BatchEntry& e = batch[next];
-        if (e.isP2p) {
-          p2p->post(e.work, e.isSend, e.tensor, e.peer, e.tag);
-          continue;
-        }
-        if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
-        if (e.body) e.body();
-        e.work->complete(nullptr);
-      }
-      if (std::exception_ptr error = p2p->flush()) std::rethrow_exception(error);
-    } catch (...) {
-      for (size_t i = next; i < batch.size(); ++i) batch[i].work->complete(std::current_exception());
-      throw;
+  // The batch's work completes once every member has: the sends and
+  // receives, posted now (they progress on their own), and the other
+  // operations, run in order as one work on the worker. Not waiting for the
+  // sends and receives there keeps the worker free for later collectives
+  // that a peer's matching send may come after.
+  auto work = newWork(c10d::OpType::COALESCED, std::move(outputs), nullptr);
+  size_t parts = 0;
+  bool hasCollectives = false;
+  for (const BatchEntry& e : batch) {
+    if (e.isP2p) ++parts;
+    else hasCollectives = true;
+  }
+  if (hasCollectives) ++parts;
+  auto latch = std::make_shared<CompletionLatch>(work, parts);
+  std::vector<BatchEntry> collectives;
+  for (BatchEntry& e : batch) {
+    if (!e.isP2p) {
+      collectives.push_back(std::move(e));
+      continue;
     }
-  };
-  auto work = c10::make_intrusive<CoilWork>(rank_, c10d::OpType::COALESCED, seq_++,
-                                            std::move(outputs), std::move(body));
-  queue_->push(work);
+    e.work->setOnComplete([latch](std::exception_ptr error) { latch->arrive(error); });
+    if (e.isSend)
+      p2p_->send(e.work, e.tensor, e.peer, e.tag);
+    else
+      p2p_->recv(e.work, e.tensor, e.peer, e.tag);
+  }
+  if (hasCollectives) {
+    auto part = newWork(c10d::OpType::COALESCED, {}, [collectives = std::move(collectives)]() {
+      size_t next = 0;  // first member not yet completed
+      try {
+        for (; next < collectives.size(); ++next) {
+          if (collectives[next].body) collectives[next].body();
+          collectives[next].work->complete(nullptr);
+        }
+      } catch (...) {
+        for (size_t i = next; i < collectives.size(); ++i)
+          collectives[i].work->complete(std::current_exception());
+        throw;
+      }
+    });
+    part->setOnComplete([latch](std::exception_ptr error) { latch->arrive(error); });
+    queue_->push(part);
+  }
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
+c10::intrusive_ptr<c10d::Work> CoilBackend::postPointToPoint(bool isSend,
                                                                 const at::Tensor& tensor,
                                                                 int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
@@ -194,8 +224,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
   checkRank(peer, size_, name, isSend ? "destination rank" : "source rank");
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
-    auto work = c10::make_intrusive<CoilWork>(rank_, type, seq_++,
-                                              std::vector<at::Tensor>{tensor}, nullptr);
+    auto work = newWork(type, std::vector<at::Tensor>{tensor}, nullptr);
     BatchEntry e;
     e.work = work;
     e.isP2p = true;
@@ -207,29 +236,35 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueuePointToPoint(bool isSend,
     return work;
   }
   commRef();  // raises if shut down
-  auto work =
-      c10::make_intrusive<CoilWork>(rank_, type, seq_++, std::vector<at::Tensor>{tensor}, nullptr);
-  // Posted when its turn on the worker comes; runs when someone waits on it
-  // (or on another posted one), or before the next other operation.
-  work->setPosted(
-      [p2p = p2p_.get(), isSend, tensor, peer, tag](const c10::intrusive_ptr<CoilWork>& self) {
-        p2p->post(self, isSend, tensor, peer, tag);
-      },
-      queue_->flushRequester());
-  queue_->push(work);
+  auto work = newWork(type, std::vector<at::Tensor>{tensor}, nullptr);
+  if (isSend)
+    p2p_->send(work, tensor, peer, tag);
+  else
+    p2p_->recv(work, tensor, peer, tag);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
                                                  int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: send takes one tensor, got ", tensors.size());
-  return enqueuePointToPoint(true, tensors[0], dstRank, tag);
+  return postPointToPoint(true, tensors[0], dstRank, tag);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
                                                  int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: recv takes one tensor, got ", tensors.size());
-  return enqueuePointToPoint(false, tensors[0], srcRank, tag);
+  return postPointToPoint(false, tensors[0], srcRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                          int tag) {
+  TORCH_CHECK(tensors.size() == 1, "coil backend: recv takes one tensor, got ", tensors.size());
+  checkCpuTensor(tensors[0], "recv");
+  TORCH_CHECK(!coalescing_, "coil backend: recv from any source cannot be part of a batch");
+  commRef();  // raises if shut down
+  auto work = newWork(c10d::OpType::RECVANYSOURCE, {tensors[0]}, nullptr);
+  p2p_->recv(work, tensors[0], kAnySource, tag);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::barrier(const c10d::BarrierOptions& /*opts*/) {

@@ -60,6 +60,9 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputTensorLists,
+      std::vector<at::Tensor>& inputTensors, const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
@@ -86,18 +89,29 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
-  /// Messages match on (source, tag), in order within a tag. They are posted
-  /// to PointToPoint (p2p.h), which runs a rank's pending sends and receives
-  /// together as one coil group when one of them is waited on (or another
-  /// operation comes), so isend/irecv in any order and of any size complete.
+  /// Messages match on (source, tag), in order within a tag; a receive from
+  /// any source takes the earliest message with its tag. They are not
+  /// queued on the worker: PointToPoint (p2p.h) moves each direction on its
+  /// own, so isend/irecv complete in any order, at any size.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  /// gloo's debugging barrier (dist.monitored_barrier, coil_torch.monitored_barrier):
+  /// rank 0 waits up to opts.timeout for every other rank to arrive and
+  /// raises naming the first one that did not ("Rank 2 failed to pass
+  /// monitoredBarrier in 1000 ms"), or all of them with waitAllRanks; the
+  /// others wait for rank 0 to release them and raise if it does not. It
+  /// runs on the caller's thread, through the store, so it works even when
+  /// the communicator is stuck in a collective (what it exists to find).
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   /// Between these, operations are collected instead of queued; endCoalescing
-  /// queues them as one work that runs their sends and receives as coil groups.
+  /// posts the sends and receives and queues the rest as one work; the
+  /// batch's work completes when all of them have.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
@@ -114,11 +128,14 @@ class CoilBackend : public c10d::Backend {
     int tag = 0;
   };
 
+  /// A work of this backend, numbered, completed on completions_.
+  c10::intrusive_ptr<CoilWork> newWork(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                       CoilWork::Body body);
   /// Queues `body` (or adds it to the open coalesced batch) as a work
   /// completing with `outputs`.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          CoilWork::Body body);
-  c10::intrusive_ptr<c10d::Work> enqueuePointToPoint(bool isSend, const at::Tensor& tensor,
+  c10::intrusive_ptr<c10d::Work> postPointToPoint(bool isSend, const at::Tensor& tensor,
                                                      int peer, int tag);
   /// The communicator for a work body, or a c10::Error once shut down /
   /// aborted.
@@ -132,6 +149,9 @@ class CoilBackend : public c10d::Backend {
   std::shared_ptr<std::atomic<bool>> aborting_ = std::make_shared<std::atomic<bool>>(false);
   std::chrono::milliseconds timeout_;
   std::string groupName_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitoredBarrier's keys
+  std::string storeKey_;                   // this backend's prefix in store_
+  std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<uint64_t> seq_{0};  // operations issued, for the work objects
 
   bool coalescing_ = false;
@@ -139,7 +159,9 @@ class CoilBackend : public c10d::Backend {
 
   std::mutex lifecycleMutex_;  // shutdown vs abort
   bool closed_ = false;
-  std::unique_ptr<PointToPoint> p2p_;  // used by the worker only; outlives it
+  // Before queue_: the worker hands completions to it, so it must outlive it.
+  std::shared_ptr<CompletionPool> completions_ = std::make_shared<CompletionPool>();
+  std::unique_ptr<PointToPoint> p2p_;
   std::unique_ptr<WorkQueue> queue_;
 };
 

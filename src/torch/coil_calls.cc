@@ -10,10 +10,22 @@ namespace coil_torch {
 
 namespace {
 
+// What went wrong, in the words torch's own checks and users' greps look
+// for: torch's barrier-timeout test matches " (Timed out|closed|timeout) ",
+// as gloo's "Timed out waiting 2000ms for recv" does.
+std::string failureOf(coilResult_t result) {
+  switch (result) {
+    case coilTimeout: return "Timed out";
+    case coilRemoteError: return "a peer exited or its connection closed";
+    default: return "failed";
+  }
+}
+
 [[noreturn]] void throwCoilError(const std::string& call, coilResult_t result,
                                  const std::string& message) {
-  C10_THROW_ERROR(DistBackendError, c10::str("coil backend: ", call, " failed (",
-                                             coilGetErrorString(result), "): ", message));
+  C10_THROW_ERROR(DistBackendError,
+                  c10::str("coil backend: ", call, ": ", failureOf(result), " (",
+                           coilGetErrorString(result), "): ", message));
 }
 
 }  // namespace

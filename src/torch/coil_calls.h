@@ -11,8 +11,10 @@
 
 namespace coil_torch {
 
-/// Throws c10::DistBackendError("coil backend: <call> failed (<code>): <coil's
-/// message>") unless `result` is coilSuccess. The message is this thread's
+/// Throws c10::DistBackendError("coil backend: <call>: <what> (<code>): <coil's
+/// message>") unless `result` is coilSuccess; <what> is "Timed out" for a
+/// timeout, "a peer exited or its connection closed" for a remote error, else
+/// "failed". The message is this thread's
 /// last coil error, which stays readable even if the comm was aborted.
 void check(coilResult_t result, const char* call);
 

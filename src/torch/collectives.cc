@@ -12,6 +12,7 @@
 
 #include "coil_backend.h"
 #include "coil_calls.h"
+#include "sparse_allreduce.h"
 #include "tensor_args.h"
 
 namespace coil_torch {
@@ -57,6 +58,14 @@ std::vector<int64_t> splitsFor(const std::vector<int64_t>& given, const at::Tens
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
+    at::Tensor sparse = tensors[0];
+    checkSparseAllReduce(sparse, opts.reduceOp);
+    CommRef c = commRef();
+    return enqueue(c10d::OpType::ALLREDUCE, {sparse}, [sparse, size = size_, c]() mutable {
+      sparseAllReduceSum(sparse, size, c.get());
+    });
+  }
   const at::Tensor& t = single(tensors, "allreduce");
   Reduction red = reductionFor(t.scalar_type(), opts.reduceOp, "allreduce");
   CommRef c = commRef();
@@ -135,6 +144,61 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at
     Elements e = movedElements(in.scalar_type(), in.numel());
     check(coilAllGather(s.data(), flat.data_ptr(), e.count, e.type, c.get(), nullptr), "coilAllGather");
     unflattenFrom(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputTensorLists, std::vector<at::Tensor>& inputTensors,
+    const c10d::AllgatherOptions& /*opts*/) {
+  TORCH_CHECK(!inputTensors.empty(), "coil backend: allgather_coalesced got no input tensors");
+  TORCH_CHECK(outputTensorLists.size() == static_cast<size_t>(size_),
+              "coil backend: allgather_coalesced needs one output list per rank (", size_,
+              "), got ", outputTensorLists.size());
+  for (const at::Tensor& t : inputTensors) checkCpuTensor(t, "allgather_coalesced");
+  for (size_t r = 0; r < outputTensorLists.size(); ++r) {
+    TORCH_CHECK(outputTensorLists[r].size() == inputTensors.size(),
+                "coil backend: allgather_coalesced: output list ", r, " has ",
+                outputTensorLists[r].size(), " tensors, expected one per input (",
+                inputTensors.size(), ")");
+    for (size_t i = 0; i < inputTensors.size(); ++i) {
+      const at::Tensor& out = outputTensorLists[r][i];
+      checkCpuTensor(out, "allgather_coalesced");
+      TORCH_CHECK(out.scalar_type() == inputTensors[i].scalar_type() &&
+                      out.numel() == inputTensors[i].numel(),
+                  "coil backend: allgather_coalesced: output [", r, "][", i, "] (", out.numel(),
+                  " x ", dtypeName(out.scalar_type()), ") does not match input ", i, " (",
+                  inputTensors[i].numel(), " x ", dtypeName(inputTensors[i].scalar_type()), ")");
+    }
+  }
+  std::vector<at::Tensor> flatOutputs;
+  for (const auto& list : outputTensorLists)
+    for (const at::Tensor& t : list) flatOutputs.push_back(t);
+  std::vector<at::Tensor> inputs = inputTensors;
+  const int size = size_;
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, flatOutputs,
+                 [inputs, flatOutputs, size, c]() mutable {
+    // One all-gather of the inputs' bytes laid end to end (the dtypes may
+    // differ), then each rank's block is cut back into its tensors.
+    std::vector<at::Tensor> bytes;
+    for (const at::Tensor& t : inputs) bytes.push_back(t.contiguous().view({-1}).view(at::kByte));
+    at::Tensor packed = flattenInto(bytes);
+    const int64_t block = packed.numel();
+    at::Tensor gathered = at::empty({size * block}, packed.options());
+    if (block > 0)
+      check(coilAllGather(packed.data_ptr(), gathered.data_ptr(), block, coilUint8, c.get(),
+                          nullptr),
+            "coilAllGather");
+    for (int r = 0; r < size; ++r) {
+      std::vector<at::Tensor> pieces;
+      for (size_t i = 0; i < inputs.size(); ++i)
+        pieces.push_back(at::empty({bytes[i].numel()}, packed.options()));
+      unflattenFrom(gathered.narrow(0, r * block, block), pieces);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        at::Tensor& out = flatOutputs[r * inputs.size() + i];
+        out.copy_(pieces[i].view(out.scalar_type()).view(out.sizes()));
+      }
+    }
   });
 }
 

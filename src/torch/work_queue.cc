@@ -1,38 +1,18 @@
 #include "work_queue.h"
 
-#include <Python.h>
 #include <c10/util/Exception.h>
 #include <pthread.h>
 
 #include <utility>
 
+#include "gil_release.h"
+
 namespace coil_torch {
-namespace {
-
-// Releases the GIL for the scope if this thread holds it. Joining the worker
-// with the GIL held would deadlock when the worker is completing a future
-// whose Python callback (fut.then(...)) is waiting for the GIL.
-class GilReleasedIfHeld {
- public:
-  GilReleasedIfHeld() {
-    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
-  }
-  ~GilReleasedIfHeld() {
-    if (state_) PyEval_RestoreThread(state_);
-  }
-  GilReleasedIfHeld(const GilReleasedIfHeld&) = delete;
-  GilReleasedIfHeld& operator=(const GilReleasedIfHeld&) = delete;
-
- private:
-  PyThreadState* state_ = nullptr;
-};
-
-}  // namespace
-
 CoilWork::CoilWork(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-                   Body body)
+                   Body body, std::shared_ptr<CompletionPool> completions)
     : c10d::Work(rank, opType),
       seq_(seq),
+      completions_(std::move(completions)),
       outputs_(std::move(outputs)),
       body_(std::move(body)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
@@ -50,6 +30,21 @@ void CoilWork::run() noexcept {
 }
 
 void CoilWork::complete(std::exception_ptr error) noexcept {
+  if (!completions_) {
+    completeHere(error);
+    return;
+  }
+  try {
+    completions_->submit(
+        [self = c10::intrusive_ptr<CoilWork>::unsafe_reclaim_from_nonowning(this), error] {
+          self->completeHere(error);
+        });
+  } catch (...) {
+    completeHere(error);  // no thread could be started: complete here after all
+  }
+}
+
+void CoilWork::completeHere(std::exception_ptr error) noexcept {
   // The future first, as gloo does: a thread woken by wait() may look at it.
   try {
     if (error)
@@ -61,44 +56,44 @@ void CoilWork::complete(std::exception_ptr error) noexcept {
     // the work still completes below.
   }
   finish(error);
+  if (onComplete_) onComplete_(error);
 }
 
-void CoilWork::setPosted(Post post, std::function<void()> demand) {
-  post_ = std::move(post);
-  demand_ = std::move(demand);
+void CoilWork::setWaitLimit(std::chrono::milliseconds limit,
+                            std::function<std::exception_ptr()> onTimeout) {
+  waitLimit_ = limit;
+  onWaitTimeout_ = std::move(onTimeout);
 }
 
-void CoilWork::runPost(const c10::intrusive_ptr<CoilWork>& self) noexcept {
-  Post post = std::move(post_);
-  post_ = nullptr;
-  try {
-    post(self);
-  } catch (...) {
-    complete(std::current_exception());
-  }
-}
-
-void CoilWork::demand() {
-  if (demand_ && !c10d::Work::isCompleted()) demand_();
+void CoilWork::setOnComplete(std::function<void(std::exception_ptr)> onComplete) {
+  onComplete_ = std::move(onComplete);
 }
 
 bool CoilWork::wait(std::chrono::milliseconds timeout) {
-  demand();
+  if (timeout == kNoTimeout && waitLimit_.count() > 0 && onWaitTimeout_) {
+    bool done;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done = cv_.wait_for(lock, waitLimit_, [&] { return completed_; });
+    }
+    if (!done)
+      if (std::exception_ptr error = onWaitTimeout_()) std::rethrow_exception(error);
+  }
   return c10d::Work::wait(timeout);
 }
 
-bool CoilWork::isCompleted() {
-  demand();
-  return c10d::Work::isCompleted();
+void CompletionLatch::arrive(std::exception_ptr error) {
+  c10::intrusive_ptr<CoilWork> done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error && !firstError_) firstError_ = error;
+    if (remaining_ == 0 || --remaining_ > 0) return;
+    done = std::move(work_);
+  }
+  done->complete(firstError_);
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> CoilWork::getFuture() {
-  demand();
-  return future_;
-}
-
-WorkQueue::WorkQueue(std::function<void()> flush) : state_(std::make_shared<State>()) {
-  state_->flush = std::move(flush);
+WorkQueue::WorkQueue() : state_(std::make_shared<State>()) {
   thread_ = std::thread([s = state_] { loop(s); });
   pthread_setname_np(thread_.native_handle(), "coil-torch");
 }
@@ -116,54 +111,17 @@ void WorkQueue::push(c10::intrusive_ptr<CoilWork> work) {
 }
 
 void WorkQueue::loop(const std::shared_ptr<State>& state) {
-  auto flush = [&] {
-    if (state->flush) state->flush();
-  };
   for (;;) {
     c10::intrusive_ptr<CoilWork> work;
     {
       std::unique_lock<std::mutex> lock(state->mutex);
-      state->cv.wait(lock, [&] {
-        return state->stopping || state->flushRequested || !state->queue.empty();
-      });
-      if (state->queue.empty()) {
-        bool last = !state->flushRequested;  // else stopping, and everything has run
-        state->flushRequested = false;
-        lock.unlock();
-        flush();
-        if (last) return;
-        continue;
-      }
+      state->cv.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+      if (state->queue.empty()) return;  // stopping, and everything has run
       work = std::move(state->queue.front());
       state->queue.pop_front();
     }
-    if (work->isPosted()) {
-      work->runPost(work);
-    } else {
-      flush();  // what was posted before it runs first
-      work->run();
-    }
+    work->run();
   }
-}
-
-void WorkQueue::requestFlush() {
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->flushRequested = true;
-  }
-  state_->cv.notify_one();
-}
-
-std::function<void()> WorkQueue::flushRequester() const {
-  return [weak = std::weak_ptr<State>(state_)] {
-    if (std::shared_ptr<State> s = weak.lock()) {
-      {
-        std::lock_guard<std::mutex> lock(s->mutex);
-        s->flushRequested = true;
-      }
-      s->cv.notify_one();
-    }
-  };
 }
 
 void WorkQueue::stop() {

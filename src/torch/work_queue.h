@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -20,11 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "completion_pool.h"
+
 namespace coil_torch {
 
 /// One queued operation. Completion behaves like gloo's work: wait() rethrows
 /// the error, isCompleted() polls, and getFuture() completes with the output
-/// tensors (a list) or with the error.
+/// tensors (a list) or with the error. With a CompletionPool, completing
+/// happens on one of its threads, never on the caller of complete() (the
+/// worker), so future callbacks may wait for later operations.
 class CoilWork : public c10d::Work {
  public:
   /// What the worker runs; throws on failure. May be empty for a work that is
@@ -32,50 +37,68 @@ class CoilWork : public c10d::Work {
   using Body = std::function<void()>;
 
   CoilWork(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::Tensor> outputs,
-           Body body);
+           Body body, std::shared_ptr<CompletionPool> completions);
 
   /// Runs the body on the calling (worker) thread, then completes the work:
   /// success with the outputs, or the body's exception. Never throws.
   void run() noexcept;
 
   /// Completes the work without running the body; `error` null means success.
+  /// Returns at once; the completion itself runs on the pool (if any).
   void complete(std::exception_ptr error) noexcept;
 
-  /// Makes this a posted work (a send or receive): the worker runs
-  /// `post(this)`, which hands the work to whoever completes it later, and
-  /// does not complete it. `demand` is called when someone waits on the work
-  /// or looks at it (wait, isCompleted, getFuture) before it is complete.
-  using Post = std::function<void(const c10::intrusive_ptr<CoilWork>&)>;
-  void setPosted(Post post, std::function<void()> demand);
-  bool isPosted() const { return static_cast<bool>(post_); }
-  /// Runs the post function (worker thread); a throw completes the work with it.
-  void runPost(const c10::intrusive_ptr<CoilWork>& self) noexcept;
+  /// A wait without a timeout gives up after `limit`: it calls `onTimeout`,
+  /// which may complete the work (a receive taken back) and returns the
+  /// error to raise, or null to keep waiting (the message is arriving).
+  /// Point-to-point works use it, so that every wait has a deadline.
+  void setWaitLimit(std::chrono::milliseconds limit,
+                    std::function<std::exception_ptr()> onTimeout);
+  /// Called once the work has completed, with its error (null: success), on
+  /// the completing thread. Set before the work can complete.
+  void setOnComplete(std::function<void(std::exception_ptr)> onComplete);
+  /// The rank a receive's message came from (recv from any source).
+  void setSourceRank(int rank) { sourceRank_ = rank; }
+  int sourceRank() const override { return sourceRank_; }
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return seq_; }
 
  private:
-  void demand();
+  /// Marks the future and wakes waiters, on this thread.
+  void completeHere(std::exception_ptr error) noexcept;
 
   const uint64_t seq_;
+  const std::shared_ptr<CompletionPool> completions_;
   std::vector<at::Tensor> outputs_;
   Body body_;
-  Post post_;
-  std::function<void()> demand_;
+  std::chrono::milliseconds waitLimit_{0};
+  std::function<std::exception_ptr()> onWaitTimeout_;
+  std::function<void(std::exception_ptr)> onComplete_;
+  std::atomic<int> sourceRank_{-1};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-/// A FIFO of CoilWork drained by one thread. A posted work (isPosted) is
-/// only posted when its turn comes; `flush` (run on the thread) must then
-/// complete what was posted: it runs before every other work, when
-/// requestFlush() was called and the queue is empty, and before the thread
-/// ends.
+/// Completes a work made of parts (a coalesced batch) once every part has
+/// arrived, with the first part's error if any. Any thread.
+class CompletionLatch {
+ public:
+  CompletionLatch(c10::intrusive_ptr<CoilWork> work, size_t parts)
+      : work_(std::move(work)), remaining_(parts) {}
+  void arrive(std::exception_ptr error);
+
+ private:
+  std::mutex mutex_;
+  c10::intrusive_ptr<CoilWork> work_;
+  size_t remaining_;
+  std::exception_ptr firstError_;
+};
+
+/// A FIFO of CoilWork drained by one thread.
 class WorkQueue {
  public:
-  explicit WorkQueue(std::function<void()> flush = nullptr);
+  WorkQueue();
   /// Stops the thread (as stop()); queued work completes first.
   ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
@@ -94,12 +117,6 @@ class WorkQueue {
   /// with `error`, without waiting for the running one; stop() then joins.
   void failPending(std::exception_ptr error);
 
-  /// Asks the thread to run `flush` once the works queued so far are taken.
-  /// Any thread; cheap; never blocks on the worker.
-  void requestFlush();
-  /// requestFlush as a function that stays safe to call after the queue is gone.
-  std::function<void()> flushRequester() const;
-
  private:
   // Shared with the thread, so a thread that has to detach itself (see
   // join()) never touches a destroyed queue.
@@ -108,8 +125,6 @@ class WorkQueue {
     std::condition_variable cv;
     std::deque<c10::intrusive_ptr<CoilWork>> queue;
     bool stopping = false;
-    bool flushRequested = false;
-    std::function<void()> flush;
   };
   static void loop(const std::shared_ptr<State>& state);
   void join();

@@ -5,7 +5,11 @@ a gloo group of the same ranks; the received tensors must be equal, and equal
 to what the sender made. Covered:
   - tags: two messages sent with tags 1 and 2 and received (by tag) in the
     opposite order, posted together or the second only after the first
-    completed; several messages with one tag stay in order;
+    completed (equal sizes, different sizes, large); several messages with
+    one tag stay in order;
+  - batch_isend_irecv with two sends and two receives on one peer;
+  - recv from any source (blocking and irecv), which says who sent;
+  - a receive whose message never comes times out after the group's timeout;
   - isend then irecv of the same large tensor (4 Mi float32) on both ranks of a
     pair, then waiting on both (each rank's send can only finish once the
     peer's receive runs, so they must progress together);
@@ -16,6 +20,7 @@ COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
 """
 import datetime
 import os
+import time
 import traceback
 
 from harness import init_env, run_worlds, say
@@ -49,6 +54,8 @@ def worker(rank, world, port):
 
     def case(name, fn):
         for backend, group in (("gloo", gloo), ("coil", None)):
+            if os.environ.get("COIL_TORCH_TEST_TRACE"):
+                say(f"rank {rank}: {name} [{backend}]")
             try:
                 fn(f"{name} [{backend}]", group)
             except Exception:  # noqa: BLE001 - collect, keep the ranks in step
@@ -110,21 +117,22 @@ def worker(rank, world, port):
             expect_equal(f"{name} tag {tag}", got[tag], data(peer, rank, tag, 1))
     case("tags 1,2 received as 2,1", on_pairs(tags_swapped))
 
-    # The receive of tag 2 completes before tag 1 is even posted. (coil: the
-    # two messages must have equal sizes, see src/torch/p2p.h.)
-    def tags_one_by_one(name, group, peer):
-        sizes = {1: 7, 2: 7}
-        sends = [dist.isend(data(rank, peer, tag, sizes[tag]), peer, group=group, tag=tag)
-                 for tag in (1, 2)]
-        got2 = torch.zeros(sizes[2])
-        dist.recv(got2, peer, group=group, tag=2)
-        got1 = torch.zeros(sizes[1])
-        dist.recv(got1, peer, group=group, tag=1)
-        for w in sends:
-            w.wait()
-        expect_equal(f"{name} tag 2", got2, data(peer, rank, 2, sizes[2]))
-        expect_equal(f"{name} tag 1", got1, data(peer, rank, 1, sizes[1]))
-    case("tags received one by one, reversed", on_pairs(tags_one_by_one))
+    # The receive of tag 2 completes before tag 1 is even posted; the two
+    # messages have different sizes, small or large.
+    for sizes in ({1: 7, 2: 7}, {1: 7, 2: 1000}, {1: LARGE, 2: LARGE // 2 + 1}):
+        def tags_one_by_one(name, group, peer, sizes=sizes):
+            sends = [dist.isend(data(rank, peer, tag, sizes[tag]), peer, group=group, tag=tag)
+                     for tag in (1, 2)]
+            got2 = torch.zeros(sizes[2])
+            dist.recv(got2, peer, group=group, tag=2)
+            got1 = torch.zeros(sizes[1])
+            dist.recv(got1, peer, group=group, tag=1)
+            for w in sends:
+                w.wait()
+            expect_equal(f"{name} tag 2", got2, data(peer, rank, 2, sizes[2]))
+            expect_equal(f"{name} tag 1", got1, data(peer, rank, 1, sizes[1]))
+        case(f"tags received one by one, reversed, sizes {sizes[1]}/{sizes[2]}",
+             on_pairs(tags_one_by_one))
 
     # In order within a tag: three messages on tag 5 interleaved with tag 6.
     def tags_fifo(name, group, peer):
@@ -140,6 +148,71 @@ def worker(rank, world, port):
             expect_equal(f"{name} tag {tag} message {what}", t, data(peer, rank, what, 3))
     case("in order within a tag", on_pairs(tags_fifo))
 
+    # batch_isend_irecv with two sends and two receives on one peer.
+    def batch_two_each(name, group, peer):
+        got = [torch.zeros(9), torch.zeros(LARGE // 4)]
+        ops = [dist.P2POp(dist.isend, data(rank, peer, 0, 9), peer, group, 10),
+               dist.P2POp(dist.isend, data(rank, peer, 1, LARGE // 4), peer, group, 11),
+               dist.P2POp(dist.irecv, got[1], peer, group, 11),
+               dist.P2POp(dist.irecv, got[0], peer, group, 10)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        expect_equal(f"{name} message 0", got[0], data(peer, rank, 0, 9))
+        expect_equal(f"{name} message 1", got[1], data(peer, rank, 1, LARGE // 4))
+    case("batch_isend_irecv, two each way on one peer", on_pairs(batch_two_each))
+
+    # Receives from any source: rank 0 takes one message from every other
+    # rank, in whatever order they come, and learns who sent each; a message
+    # with another tag is left for the receive of its tag.
+    def any_source(name, group):
+        if rank == 0:
+            seen = []
+            for i in range(world - 1):
+                t = torch.zeros(5)
+                if i % 2 == 0:
+                    src = dist.recv(t, group=group, tag=4)
+                else:
+                    w = dist.irecv(t, group=group, tag=4)
+                    w.wait()
+                    src = w._source_rank()
+                expect_equal(f"{name} from {src}", t, data(src, 0, 4, 5))
+                seen.append(src)
+            check_sources = sorted(seen) == list(range(1, world))
+            checks[0] += 1
+            if not check_sources:
+                failures.append(f"{name}: senders {seen}, expected each of 1..{world - 1} once")
+            other = torch.zeros(2)
+            dist.recv(other, src=world - 1, group=group, tag=9)
+            expect_equal(f"{name} other tag", other, data(world - 1, 0, 9, 2))
+        else:
+            first = None
+            if rank == world - 1:  # first, another tag (gloo: a send waits for its receive)
+                first = dist.isend(data(rank, 0, 9, 2), 0, group=group, tag=9)
+            dist.send(data(rank, 0, 4, 5), 0, group=group, tag=4)
+            if first is not None:
+                first.wait()
+    case("recv from any source", any_source)
+
+    # A receive whose message never comes gives up after the group's timeout.
+    def recv_timeout():
+        group = dist.new_group(backend="coil", timeout=datetime.timedelta(seconds=2))
+        if rank == 0:
+            checks[0] += 1
+            start = time.monotonic()
+            try:
+                dist.recv(torch.zeros(3), 1, group=group, tag=77)
+                failures.append("recv timeout: no error")
+            except RuntimeError as e:
+                took = time.monotonic() - start
+                if " Timed out " not in str(e) or took < 1.9:
+                    failures.append(f"recv timeout: after {took:.2f} s: {e}")
+        dist.barrier(group=gloo)
+        dist.destroy_process_group(group)
+    try:
+        recv_timeout()
+    except Exception:  # noqa: BLE001
+        failures.append(f"recv timeout: raised\n{traceback.format_exc()}")
+
     # A message larger than the posted receive: an error, not truncated data.
     def size_mismatch(name, group, peer):
         if group is not None or {rank, peer} != {0, 1}:
@@ -152,7 +225,7 @@ def worker(rank, world, port):
                 dist.recv(torch.zeros(4), peer, tag=3)
                 failures.append(f"{name}: no error")
             except RuntimeError as e:
-                if "bytes" not in str(e) or "count" not in str(e):
+                if "32 bytes" not in str(e) or "16 bytes" not in str(e):
                     failures.append(f"{name}: error does not give the sizes: {e}")
     case("size mismatch", on_pairs(size_mismatch))
 

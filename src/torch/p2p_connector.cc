@@ -1,0 +1,92 @@
+#include "p2p_connector.h"
+
+#include <c10/util/Exception.h>
+#include <pthread.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace coil_torch {
+namespace {
+
+// How long one wait for the next request lasts before it is renewed. Long,
+// since each timeout of a TCPStore wait logs a warning; stop() does not
+// depend on it (it puts a request of its own).
+constexpr std::chrono::minutes kWaitSlice{30};
+const std::string kStop = "stop";
+
+}  // namespace
+
+Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank,
+                     OnRequest onRequest)
+    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank),
+      onRequest_(std::move(onRequest)) {
+  c10::intrusive_ptr<c10d::Store> waitStore = store_->clone();
+  thread_ = std::thread([this, waitStore] { loop(waitStore); });
+  pthread_setname_np(thread_.native_handle(), "coil-torch-conn");
+}
+
+Connector::~Connector() { stop(); }
+
+std::string Connector::keyFor(int destination, const std::string& what) const {
+  return prefix_ + "/to" + std::to_string(destination) + "/" + what;
+}
+
+void Connector::request(int destination, const coilUniqueId& id) {
+  std::string value = std::to_string(rank_) + " ";
+  value.append(id.internal, sizeof id.internal);
+  std::lock_guard<std::mutex> lock(requestMutex_);
+  const int64_t n = store_->add(keyFor(destination, "count"), 1) - 1;
+  store_->set(keyFor(destination, std::to_string(n)),
+              std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
+  for (int64_t n = 0;; ++n) {
+    const std::string key = keyFor(rank_, std::to_string(n));
+    std::vector<uint8_t> value;
+    for (;;) {
+      try {
+        waitStore->wait({key}, kWaitSlice);
+        value = waitStore->get(key);
+        break;
+      } catch (const c10::DistNetworkError&) {
+        return;  // the store is gone (its host exited): nothing more will come
+      } catch (const c10::Error&) {
+        if (stopping_.load()) return;
+        // A slice ran out: wait again (not in a tight loop if the store
+        // fails at once for another reason).
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    try {
+      waitStore->deleteKey(key);
+    } catch (const c10::Error&) {
+      // Kept: a few bytes.
+    }
+    const std::string text(value.begin(), value.end());
+    if (text == kStop || stopping_.load()) return;
+    const size_t space = text.find(' ');
+    coilUniqueId id;
+    if (space == std::string::npos || text.size() - space - 1 != sizeof id.internal) continue;
+    std::memcpy(id.internal, text.data() + space + 1, sizeof id.internal);
+    onRequest_(std::stoi(text.substr(0, space)), id);
+  }
+}
+
+void Connector::stop() {
+  if (stopping_.exchange(true)) return;
+  try {
+    std::lock_guard<std::mutex> lock(requestMutex_);
+    const int64_t n = store_->add(keyFor(rank_, "count"), 1) - 1;
+    store_->set(keyFor(rank_, std::to_string(n)), std::vector<uint8_t>(kStop.begin(), kStop.end()));
+  } catch (const c10::Error&) {
+    // The store is unreachable: the thread's wait fails with it and returns.
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace coil_torch

@@ -1,0 +1,243 @@
+"""What gloo does that real training code relies on, run on coil and on gloo, for 2 and 3 ranks.
+
+Each case runs the same code on a coil group and on a gloo group of the same
+ranks and checks both against an independent reference (numbers computed
+here, from what every rank contributed). Covered (issue #13):
+  - a future's .then() callback that issues a collective and waits for it
+    (PowerSGD's pattern), and DDP training with the PowerSGD comm hook, whose
+    parameters must match gloo's;
+  - all_gather_coalesced, with tensors of several dtypes and shapes;
+  - all_reduce of sparse COO tensors (sum), of different nnz per rank, one
+    rank with none, and with a dense part (hybrid);
+  - a barrier that only rank 0 enters times out with an error torch's own
+    checks recognise (" Timed out ", DistBackendError), after the timeout;
+  - monitored_barrier (coil_torch.monitored_barrier and the process group's
+    own method): passes when all arrive, and names the ranks that did not.
+
+COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
+"""
+import datetime
+import os
+import re
+import sys
+import time
+import traceback
+
+from harness import init_env, run_worlds, say
+
+WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,3").split(",")
+                    if int(w) >= 2)
+TIMEOUT_RE = re.compile(" (Timed out|closed|timeout) ")  # torch's barrier-timeout test
+
+
+def worker(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch
+
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")
+    failures = []
+    checks = [0]
+
+    def check(name, ok, detail=""):
+        checks[0] += 1
+        if not ok:
+            failures.append(f"{name}: {detail}")
+
+    def expect_equal(name, got, want):
+        check(name, got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want),
+              f"got {got.flatten()[:6].tolist()} ({got.dtype}, {tuple(got.shape)}), "
+              f"want {want.flatten()[:6].tolist()} ({want.dtype}, {tuple(want.shape)})")
+
+    def case(name, fn):
+        for backend, group in (("gloo", gloo), ("coil", None)):
+            try:
+                fn(f"{name} [{backend}]", group)
+            except Exception:  # noqa: BLE001 - collect, keep the ranks in step
+                failures.append(f"{name} [{backend}]: raised\n{traceback.format_exc()}")
+            dist.barrier(group=gloo)
+
+    # ---- a .then() callback that runs a collective and waits for it --------------
+    def then_collective(name, group):
+        a = torch.full((5,), float(rank + 1))
+        b = torch.full((3,), float(10 * (rank + 1)))
+
+        def second(fut):
+            # As PowerSGD's hook does: a collective inside the callback, waited on.
+            dist.all_reduce(b, group=group, async_op=True).get_future().wait()
+            return fut.value()[0] + b.sum()
+
+        chained = dist.all_reduce(a, group=group, async_op=True).get_future().then(second)
+        got = chained.wait()
+        total = sum(range(1, world + 1))
+        expect_equal(name + " first", a, torch.full((5,), float(total)))
+        expect_equal(name + " second", b, torch.full((3,), float(10 * total)))
+        expect_equal(name + " value", got, torch.full((5,), float(total + 30 * total)))
+    case(".then() callback waits for a collective", then_collective)
+
+    # ---- DDP with the PowerSGD comm hook ------------------------------------------
+    def powersgd_params(group):
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                    torch.nn.Linear(32, 8))
+        ddp = DDP(model, process_group=group)
+        state = powerSGD.PowerSGDState(process_group=group, matrix_approximation_rank=2,
+                                       start_powerSGD_iter=2, random_seed=7)
+        ddp.register_comm_hook(state, powerSGD.powerSGD_hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(100 + rank)
+        for _ in range(5):
+            x = torch.randn(8, 16, generator=gen)
+            opt.zero_grad()
+            ddp(x).pow(2).mean().backward()
+            opt.step()
+        return [p.detach().clone() for p in model.parameters()]
+
+    try:
+        with_gloo = powersgd_params(gloo)
+        dist.barrier(group=gloo)
+        with_coil = powersgd_params(dist.group.WORLD)
+        same = all(torch.allclose(g, c, rtol=1e-5, atol=1e-6)
+                   for g, c in zip(with_gloo, with_coil))
+        check("DDP + PowerSGD hook: coil's parameters equal gloo's", same,
+              f"max difference {max((g - c).abs().max().item() for g, c in zip(with_gloo, with_coil))}")
+    except Exception:  # noqa: BLE001
+        failures.append(f"DDP + PowerSGD hook: raised\n{traceback.format_exc()}")
+    dist.barrier(group=gloo)
+
+    # ---- all_gather_coalesced -----------------------------------------------------
+    # (torch refuses a list of mixed dtypes before the backend sees it.)
+    def contribution(r, dtype):
+        return [torch.arange(5).to(dtype) + 10 * r,
+                torch.full((2, 3), r - 7).to(dtype),
+                torch.zeros(0, dtype=dtype),
+                torch.tensor([r % 2]).to(dtype)]
+
+    def gather_coalesced(dtype):
+        def run(name, group):
+            inputs = contribution(rank, dtype)
+            outputs = [[torch.empty_like(t) for t in inputs] for _ in range(world)]
+            dist.all_gather_coalesced(outputs, inputs, group=group)
+            for r in range(world):
+                for i, want in enumerate(contribution(r, dtype)):
+                    expect_equal(f"{name} rank {r} tensor {i}", outputs[r][i], want)
+        return run
+    case("all_gather_coalesced float32", gather_coalesced(torch.float32))
+    case("all_gather_coalesced int64", gather_coalesced(torch.int64))
+
+    # ---- sparse all_reduce (sum) --------------------------------------------------
+    def sparse_input(r, hybrid):
+        # Rank r holds rows/points r, r+1, ..., with values from r; the last
+        # rank holds nothing (nnz 0); indices overlap between ranks.
+        nnz = 0 if r == world - 1 else r + 2
+        idx = torch.tensor([[(r + k) % 6 for k in range(nnz)],
+                            [(2 * k) % 4 for k in range(nnz)]], dtype=torch.int64)
+        if hybrid:
+            vals = torch.stack([torch.arange(3, dtype=torch.float32) + r + k for k in range(nnz)]) \
+                if nnz else torch.zeros(0, 3)
+            return torch.sparse_coo_tensor(idx, vals, (6, 4, 3))
+        vals = torch.tensor([float(r + 1 + k) for k in range(nnz)])
+        return torch.sparse_coo_tensor(idx, vals, (6, 4))
+
+    def sparse_sum(hybrid):
+        def run(name, group):
+            t = sparse_input(rank, hybrid)
+            dist.all_reduce(t, group=group)
+            want = sum(sparse_input(r, hybrid).to_dense() for r in range(world))
+            check(name + " is sparse", t.is_sparse, f"layout {t.layout}")
+            expect_equal(name, t.to_dense(), want)
+        return run
+    case("sparse all_reduce", sparse_sum(False))
+    case("sparse all_reduce, hybrid (dense part)", sparse_sum(True))
+
+    # ---- a barrier only rank 0 enters times out, recognisably --------------------
+    def lonely_barrier(backend):
+        group = dist.new_group(backend=backend, timeout=datetime.timedelta(seconds=2))
+        if rank == 0:
+            start = time.monotonic()
+            try:
+                dist.barrier(group=group)
+                check(f"lonely barrier [{backend}]", False, "did not raise")
+            except Exception as e:  # noqa: BLE001
+                took = time.monotonic() - start
+                # gloo raises a plain RuntimeError; coil its subclass DistBackendError.
+                check(f"lonely barrier [{backend}] type", isinstance(e, RuntimeError),
+                      f"raised {type(e).__name__}: {e}")
+                check(f"lonely barrier [{backend}] text", TIMEOUT_RE.search(str(e)) is not None,
+                      f"{str(e)!r} does not match {TIMEOUT_RE.pattern!r}")
+                check(f"lonely barrier [{backend}] waited the timeout", took >= 1.9,
+                      f"raised after {took:.2f} s")
+        dist.barrier(group=gloo)
+    for backend in ("gloo", "coil"):
+        try:
+            lonely_barrier(backend)
+        except Exception:  # noqa: BLE001
+            failures.append(f"lonely barrier [{backend}]: raised\n{traceback.format_exc()}")
+
+    # ---- monitored_barrier ----------------------------------------------------------
+    def expect_raises(name, fn, *needles):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            text = str(e)
+            missing = [n for n in needles if n not in text]
+            check(name, not missing, f"message lacks {missing}: {text!r}")
+            return
+        check(name, False, "did not raise")
+
+    short = datetime.timedelta(seconds=1)
+    try:
+        coil_torch.monitored_barrier()
+        coil_torch.monitored_barrier(timeout=short, wait_all_ranks=True)
+        dist.group.WORLD.monitored_barrier(short, wait_all_ranks=False)
+        try:  # torch 2.15 lets any CPU backend serve it; older ones only gloo
+            dist.monitored_barrier(timeout=short)
+        except ValueError as e:
+            say(f"rank {rank}: dist.monitored_barrier refuses coil in this torch: {e}")
+        checks[0] += 1
+        # Ranks 1.. stay away (each scenario on a fresh group: the ranks that
+        # skipped a barrier are one behind).
+        group = dist.new_group(backend="coil")
+        if rank == 0:
+            expect_raises("monitored_barrier names the absent rank",
+                          lambda: coil_torch.monitored_barrier(group, short),
+                          "Rank 1 failed to pass monitoredBarrier in 1000 ms")
+        dist.barrier(group=gloo)
+        group = dist.new_group(backend="coil")
+        absent = ", ".join(str(r) for r in range(1, world))
+        if rank == 0:
+            expect_raises("monitored_barrier, wait_all_ranks, names every absent rank",
+                          lambda: coil_torch.monitored_barrier(group, short, wait_all_ranks=True),
+                          f"{'Ranks' if world > 2 else 'Rank'} {absent} failed to pass "
+                          "monitoredBarrier in 1000 ms")
+        dist.barrier(group=gloo)
+        # Rank 0 stays away: the others are told rank 0 did not answer.
+        group = dist.new_group(backend="coil")
+        if rank != 0:
+            expect_raises("monitored_barrier without rank 0",
+                          lambda: coil_torch.monitored_barrier(group, short),
+                          f"Rank {rank}", "rank 0")
+        dist.barrier(group=gloo)
+        coil_torch.monitored_barrier(gloo, short)  # a gloo group: torch's own
+    except Exception:  # noqa: BLE001
+        failures.append(f"monitored_barrier: raised\n{traceback.format_exc()}")
+    dist.barrier(group=gloo)
+
+    dist.destroy_process_group()
+    say(f"rank {rank}/{world}: {checks[0]} checks, {len(failures)} failures")
+    if failures:
+        raise AssertionError(f"{len(failures)} failed checks:\n" + "\n".join(failures))
+
+
+def main():
+    run_worlds("test_gloo_parity", worker, WORLD_SIZES, timeout=180)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
