@@ -26,8 +26,8 @@ bool matches(int wantedSource, int64_t wantedTag, int source, int64_t tag) {
 
 void* Mailbox::Claim::data() {
   if (staged) return staged->data();
-  if (kept) return kept->bytes.data();
-  return spare.data();
+  if (kept) return kept->bytes.data.get();
+  return spare.data.get();
 }
 
 void Mailbox::fill(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor, int source,
@@ -73,7 +73,7 @@ void Mailbox::post(c10::intrusive_ptr<CoilWork> work, const at::Tensor& tensor, 
     Kept message = std::move(*it);
     kept_.erase(it);
     lock.unlock();
-    fill(work, tensor, message.source, message.tag, message.bytes.data(), message.bytes.size());
+    fill(work, tensor, message.source, message.tag, message.bytes.data.get(), message.bytes.size);
     return;
   }
   if (std::exception_ptr error = brokenError(source)) {
@@ -92,7 +92,7 @@ Mailbox::Claim Mailbox::claim(int source, int64_t tag, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = findPosted(source, tag);
   if (it == posted_.end()) {
-    kept_.push_back(Kept{source, tag, std::vector<uint8_t>(bytes), true, {}, {}});
+    kept_.push_back(Kept{source, tag, Bytes(bytes), true, {}, {}});
     c.kept = &kept_.back();
     return c;
   }
@@ -102,7 +102,7 @@ Mailbox::Claim Mailbox::claim(int source, int64_t tag, size_t bytes) {
   if (bytes == byteCount(c.tensor))
     c.staged = std::make_unique<Staged>(c.tensor);
   else
-    c.spare.resize(bytes);  // taken whole, then the receive fails naming both sizes
+    c.spare = Bytes(bytes);  // taken whole, then the receive fails naming both sizes
   return c;
 }
 
@@ -113,7 +113,7 @@ void Mailbox::deliver(Claim c) {
       c.work->setSourceRank(c.source);
       c.work->complete(nullptr);
     } else {
-      fill(c.work, c.tensor, c.source, c.tag, c.spare.data(), c.spare.size());
+      fill(c.work, c.tensor, c.source, c.tag, c.spare.data.get(), c.spare.size);
     }
     return;
   }
@@ -127,8 +127,8 @@ void Mailbox::deliver(Claim c) {
     Kept message = std::move(*it);
     kept_.erase(it);
     lock.unlock();
-    fill(message.waiter, message.waiterTensor, message.source, message.tag, message.bytes.data(),
-         message.bytes.size());
+    fill(message.waiter, message.waiterTensor, message.source, message.tag,
+         message.bytes.data.get(), message.bytes.size);
     return;
   }
 }

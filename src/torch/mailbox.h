@@ -32,6 +32,14 @@ class Mailbox {
  public:
   struct Kept;
 
+  /// A message's bytes, not zeroed first (they are about to be received).
+  struct Bytes {
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+    explicit Bytes(size_t n = 0)
+        : data(n ? std::make_unique_for_overwrite<uint8_t[]>(n) : nullptr), size(n) {}
+  };
+
   /// Where a link puts the payload of a message that just announced itself:
   /// data() has room for `bytes`.
   struct Claim {
@@ -41,7 +49,7 @@ class Mailbox {
     c10::intrusive_ptr<CoilWork> work;  // the receive it completes, or null
     at::Tensor tensor;                  // that receive's tensor
     std::unique_ptr<Staged> staged;     // and its buffer, when sizes agree
-    std::vector<uint8_t> spare;         // a receive's size differs: taken here
+    Bytes spare;                        // a receive's size differs: taken here
     Kept* kept = nullptr;               // no receive yet: the message waits here
     void* data();
   };
@@ -51,7 +59,7 @@ class Mailbox {
   struct Kept {
     int source;
     int64_t tag;
-    std::vector<uint8_t> bytes;
+    Bytes bytes;
     bool arriving = true;
     c10::intrusive_ptr<CoilWork> waiter;  // a receive that took it while arriving
     at::Tensor waiterTensor;
