@@ -30,8 +30,9 @@ void CoilWork::run() noexcept {
 }
 
 void CoilWork::complete(std::exception_ptr error) noexcept {
-  if (!completions_) {
-    completeHere(error);
+  int notHandedOut = kNotHandedOut;
+  if (!completions_ || futureState_.compare_exchange_strong(notHandedOut, kCompletingHere)) {
+    completeHere(error);  // no callback can be attached yet: nothing user-defined runs here
     return;
   }
   try {
@@ -57,6 +58,14 @@ void CoilWork::completeHere(std::exception_ptr error) noexcept {
   }
   finish(error);
   if (onComplete_) onComplete_(error);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoilWork::getFuture() {
+  int notHandedOut = kNotHandedOut;
+  if (!futureState_.compare_exchange_strong(notHandedOut, kHandedOut) &&
+      notHandedOut == kCompletingHere)
+    future_->wait();  // being completed right now: callbacks added after run here
+  return future_;
 }
 
 void CoilWork::setWaitLimit(std::chrono::milliseconds limit,

@@ -27,9 +27,10 @@ namespace coil_torch {
 
 /// One queued operation. Completion behaves like gloo's work: wait() rethrows
 /// the error, isCompleted() polls, and getFuture() completes with the output
-/// tensors (a list) or with the error. With a CompletionPool, completing
-/// happens on one of its threads, never on the caller of complete() (the
-/// worker), so future callbacks may wait for later operations.
+/// tensors (a list) or with the error. With a CompletionPool, completing a
+/// work whose future was handed out happens on one of its threads, never on
+/// the caller of complete() (the worker, a point-to-point thread), so future
+/// callbacks may wait for later operations.
 class CoilWork : public c10d::Work {
  public:
   /// What the worker runs; throws on failure. May be empty for a work that is
@@ -62,7 +63,7 @@ class CoilWork : public c10d::Work {
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
 
  private:
@@ -77,6 +78,12 @@ class CoilWork : public c10d::Work {
   std::function<std::exception_ptr()> onWaitTimeout_;
   std::function<void(std::exception_ptr)> onComplete_;
   std::atomic<int> sourceRank_{-1};
+  // Whether the future may have callbacks, decided once: until getFuture()
+  // hands it out nobody can add one, so complete() finishes on its own
+  // thread, saving the hop to the pool (a blocking dist.send or all_reduce
+  // never asks for the future).
+  enum FutureState : int { kNotHandedOut, kHandedOut, kCompletingHere };
+  std::atomic<int> futureState_{kNotHandedOut};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
