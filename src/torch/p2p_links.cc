@@ -125,6 +125,14 @@ void SendLink::loop() {
             Transfer{true, m.data.data_ptr(), Elements{coilUint8, static_cast<size_t>(m.header[1])}, 1});
       runTransferGroup(transfers, comm);
       m.work->complete(nullptr);
+    } catch (const c10::Error& e) {
+      std::exception_ptr error = errorOf(c10::str(
+          "coil backend: send to rank ", settings_.peer,
+          " failed on the link to it (a 2-rank communicator, where it is rank 1): ",
+          e.what_without_backtrace()));
+      m.work->complete(error);
+      failQueued(error);
+      return;
     } catch (...) {
       std::exception_ptr error = std::current_exception();
       m.work->complete(error);
@@ -225,7 +233,8 @@ void RecvLink::loop(coilUniqueId id) {
       return;
     }
     mailbox_.failSource(peer, errorOf(c10::str("coil backend: recv from rank ", peer,
-                                               ": the link from that rank broke: ",
+                                               ": the link from that rank broke (a 2-rank "
+                                               "communicator, where it is rank 0): ",
                                                e.what_without_backtrace())));
   } catch (...) {
     mailbox_.failSource(peer, std::current_exception());

@@ -3,6 +3,9 @@
   killed rank:  3 ranks; rank 2 is SIGKILLed after a first all_reduce; the
                 survivors' next all_reduce must raise before the 20 s
                 timeout given to init_process_group (coil notices the death).
+  killed point-to-point peer: 2 ranks exchange a message each way, then
+                rank 1 is SIGKILLed; rank 0's next recv from it and send to
+                it must raise before the 20 s timeout.
   timeout:      2 ranks, timeout 3 s; rank 1 skips an all_reduce; rank 0's
                 must raise coil's timeout error after about 3 s, through
                 Work.wait() and through the work's future alike.
@@ -44,6 +47,40 @@ def killed_rank(rank, world, port):
         assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
     else:
         raise AssertionError("all_reduce with a killed peer did not raise")
+    dist.destroy_process_group()
+
+
+def killed_p2p_peer(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    timeout = 20.0
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=timeout))
+    peer = 1 - rank
+    # One message each way first: both directions are set up.
+    got = torch.zeros(4)
+    w = dist.isend(torch.full((4,), float(rank)), peer)
+    dist.recv(got, peer)
+    w.wait()
+    assert got[0].item() == peer, got
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    for what, call in (("recv", lambda: dist.recv(torch.zeros(4), 1)),
+                       ("send", lambda: dist.send(torch.ones(1 << 20), 1))):
+        start = time.monotonic()
+        try:
+            call()
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            say(f"rank 0: {what} with a dead peer raised after {took:.2f} s: {e}")
+            assert "coil" in str(e), f"error does not come from coil: {e}"
+            assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
+        else:
+            raise AssertionError(f"{what} with a killed peer did not raise")
     dist.destroy_process_group()
 
 
@@ -121,6 +158,8 @@ def main():
     require_coil_torch()
     reports, passed = [], 0
     for name, fn, world, expect in (("killed rank", killed_rank, 3, {2: -signal.SIGKILL}),
+                                    ("killed point-to-point peer", killed_p2p_peer, 2,
+                                     {1: -signal.SIGKILL}),
                                     ("timed-out collective", timed_out, 2, None),
                                     ("abort", aborted, 2, None)):
         got = run_ranks(fn, world, timeout=90, expect_exit=expect)
