@@ -545,6 +545,37 @@ TEST(FlightRecorderPointToPoint, TimeoutNamesThePeerAndTheDumpKeepsN) {
   }
 }
 
+// A receive cut short by this process's own coilCommRevoke failed on
+// request (a shutdown stopping a thread that waits for messages): no dump.
+// The peer, which sees the connection close, is a real failure and dumps.
+TEST(FlightRecorderPointToPoint, OwnRevokeDoesNotDump) {
+  for (const std::string& transport : testedTransports()) {
+    SCOPED_TRACE(transport);
+    TempDir dir;
+    ASSERT_FALSE(dir.path().empty());
+    ScopedEnv dump("COIL_DEBUG_DUMP_ON_ERROR", dir.path() + "/rank%r.txt");
+    std::atomic<bool> rank0Done{false};
+    runRanksRaw({2, Launch::Threads, transport}, [&](const coilUniqueId& id, int rank) {
+      coilComm_t comm = initWithTimeout(id, 2, rank, 20000);
+      ASSERT_NE(comm, nullptr);
+      std::vector<float> y(64);
+      if (rank == 0) {
+        std::thread revoker([comm] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          coilCommRevoke(comm);
+        });
+        EXPECT_NE(coilRecv(y.data(), 64, coilFloat, 1, comm, nullptr), coilSuccess);
+        revoker.join();
+        rank0Done = true;
+      } else {
+        while (!rank0Done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    });
+    EXPECT_EQ(readFile(dir.path() + "/rank0.txt"), "") << "rank 0 revoked its own communicator";
+  }
+}
+
 TEST(FlightRecorderConfig, BadEntriesValueFailsInit) {
   ScopedEnv entries("COIL_FLIGHT_RECORDER_ENTRIES", "lots");
   coilComm_t comm = nullptr;
