@@ -27,11 +27,24 @@ std::string peerText(int peer) {
 PointToPoint::PointToPoint(int rank, int size, const c10::intrusive_ptr<c10d::Store>& store,
                            const std::string& prefix, std::string groupName,
                            std::chrono::milliseconds timeout)
-    : rank_(rank), groupName_(std::move(groupName)), timeout_(timeout), mailbox_(rank) {
+    : rank_(rank),
+      size_(size),
+      groupName_(std::move(groupName)),
+      timeout_(timeout),
+      store_(store),
+      prefix_(prefix),
+      mailbox_(rank) {
   sendLinks_.resize(size);
-  if (size > 1)
+}
+
+Connector* PointToPoint::connector() {
+  // Started by this rank's first send or receive, not with the group: a
+  // group that only runs collectives (most of them) costs no thread and no
+  // store connection. A peer's request made earlier waits in the store.
+  if (!connector_ && size_ > 1)
     connector_ = std::make_unique<Connector>(
-        store, prefix, rank, [this](int source, const coilUniqueId& id) { accept(source, id); });
+        store_, prefix_, rank_, [this](int source, const coilUniqueId& id) { accept(source, id); });
+  return connector_.get();
 }
 
 PointToPoint::~PointToPoint() { close(true); }
@@ -42,7 +55,7 @@ SendLink& PointToPoint::linkTo(int peer) {
   std::unique_ptr<SendLink>& link = sendLinks_[peer];
   if (!link) {
     LinkSettings settings{rank_, peer, groupName_, timeout_};
-    Connector* connector = connector_.get();
+    Connector* connector = this->connector();
     link = std::make_unique<SendLink>(
         settings, [connector, peer](const coilUniqueId& id) { connector->request(peer, id); });
   }
@@ -88,6 +101,11 @@ void PointToPoint::recv(const c10::intrusive_ptr<CoilWork>& work, const at::Tens
     const_cast<CoilWork*>(raw)->complete(error);
     return error;
   });
+  {
+    std::lock_guard<std::mutex> lock(linksMutex_);
+    TORCH_CHECK(!closed_, "coil backend: the process group has been shut down or aborted");
+    connector();  // the senders' requests can be answered from now on
+  }
   mailbox_.post(work, tensor, source, tag);
 }
 
@@ -102,7 +120,7 @@ void PointToPoint::close(bool drain) {
   }
   for (auto& link : sendLinks)
     if (link) link->close(drain);
-  if (connector_) connector_->stop();  // no link is accepted after this
+  if (connector_) connector_->stop();  // no link is accepted after this (closed_ is set)
   {
     std::lock_guard<std::mutex> lock(linksMutex_);
     recvLinks.swap(recvLinks_);

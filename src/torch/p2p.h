@@ -11,8 +11,9 @@
 // tags, and a receive from any source takes the earliest message with its tag.
 //
 // Costs: two threads and one communicator per direction that has been
-// used, plus one thread and one store connection per process group; a
-// message that arrives before its receive is copied once more.
+// used, plus one thread and one store connection per process group that
+// has sent or received; a message that arrives before its receive is copied
+// once more.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -57,11 +58,16 @@ class PointToPoint {
 
  private:
   SendLink& linkTo(int peer);
+  /// The connector, started on first use; linksMutex_ held.
+  Connector* connector();
   void accept(int source, const coilUniqueId& id);
 
   const int rank_;
+  const int size_;
   const std::string groupName_;
   const std::chrono::milliseconds timeout_;
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const std::string prefix_;
   Mailbox mailbox_;
   std::mutex linksMutex_;
   bool closed_ = false;

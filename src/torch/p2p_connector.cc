@@ -24,7 +24,12 @@ Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, 
                      OnRequest onRequest)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank),
       onRequest_(std::move(onRequest)) {
-  c10::intrusive_ptr<c10d::Store> waitStore = store_->clone();
+  c10::intrusive_ptr<c10d::Store> waitStore;
+  try {
+    waitStore = store_->clone();
+  } catch (const c10::Error&) {
+    waitStore = store_;  // a store that cannot be cloned has no lock held across waits either
+  }
   thread_ = std::thread([this, waitStore] { loop(waitStore); });
   pthread_setname_np(thread_.native_handle(), "coil-torch-conn");
 }
