@@ -59,16 +59,24 @@ void CoilBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAl
 
   if (rank_ != 0) {
     store_->set(arrivedKey(rank_), std::vector<uint8_t>{1});
+    // The wording is gloo's, which torch's tests and users' scripts match.
     if (!appears(*store_, releaseKey, deadline))
       C10_THROW_ERROR(DistBackendError,
                       c10::str("coil backend: [Rank ", rank_, "]: Rank ", rank_,
-                               " reached monitoredBarrier, but rank 0 did not release it within ",
-                               timeout.count(), " ms: rank 0 has not arrived, or found other ranks "
-                               "missing (see rank 0's error)"));
+                               " successfully reached monitoredBarrier, but received errors while "
+                               "waiting for send/recv from rank 0: no release within ",
+                               timeout.count(), " ms (rank 0 has not arrived, or found ranks "
+                               "missing: see rank 0's error)"));
     return;
   }
   std::vector<int> missing;
   for (int r = 1; r < size_; ++r) {
+    // As gloo: rank 0's own time running out before it has seen every rank
+    // is reported as such (unless it is to name all missing ranks).
+    if (!waitAllRanks && leftUntil(deadline).count() == 0 && !store_->check({arrivedKey(r)}))
+      C10_THROW_ERROR(DistBackendError,
+                      c10::str("coil backend: [Rank 0]: Rank 0 timed out in monitoredBarrier after ",
+                               timeout.count(), " ms (rank ", r, " had not arrived yet)"));
     if (appears(*store_, arrivedKey(r), deadline)) continue;
     missing.push_back(r);
     if (!waitAllRanks) break;

@@ -222,7 +222,15 @@ def worker(rank, world, port):
         if rank != 0:
             expect_raises("monitored_barrier without rank 0",
                           lambda: coil_torch.monitored_barrier(group, short),
-                          f"Rank {rank}", "rank 0")
+                          f"Rank {rank} successfully reached monitoredBarrier, but received "
+                          "errors while waiting for send/recv from rank 0")
+        dist.barrier(group=gloo)
+        # Rank 0's own time runs out before it has seen the others.
+        group = dist.new_group(backend="coil")
+        if rank == 0:
+            expect_raises("monitored_barrier, timeout 0",
+                          lambda: group.monitored_barrier(datetime.timedelta(seconds=0)),
+                          "Rank 0 timed out in monitoredBarrier")
         dist.barrier(group=gloo)
         coil_torch.monitored_barrier(gloo, short)  # a gloo group: torch's own
     except Exception:  # noqa: BLE001
