@@ -7,10 +7,10 @@
 #   source tools/lib/torch-venv.sh     # or source it and call coil_torch_venv
 #
 # Idempotent and quick when done: if the venv's python already imports
-# torch and numpy, nothing is installed (about 2 s, the cost of importing
-# torch once). Otherwise it creates the venv with the system Python 3
-# (/usr/bin/python3, Debian's 3.11; the python on PATH may be another
-# build without matching headers) and installs torch and numpy from PyPI.
+# torch, numpy and expecttest, nothing is installed (about 2 s, the cost of
+# importing torch once). Otherwise it creates the venv with the system
+# Python 3 (/usr/bin/python3, Debian's 3.11; the python on PATH may be
+# another build without matching headers) and installs them from PyPI.
 # The Linux torch wheel pulls NVIDIA's CUDA libraries (a few GB); it runs
 # on machines without a GPU.
 #
@@ -34,7 +34,7 @@ coil_torch_venv() {
 
   # The fast path: one import of what the adapter needs.
   local version
-  if [ -x "$py" ] && version=$("$py" -c 'import numpy, torch; print(torch.__version__)' 2>/dev/null); then
+  if [ -x "$py" ] && version=$("$py" -c 'import expecttest, numpy, torch; print(torch.__version__)' 2>/dev/null); then
     echo "torch-venv: torch $version in $venv"
     return 0
   fi
@@ -56,9 +56,10 @@ coil_torch_venv() {
       return 1
     }
   fi
-  echo "torch-venv: installing torch and numpy from PyPI (a few GB the first time)"
-  "$py" -m pip install --quiet --disable-pip-version-check torch numpy || {
-    echo "torch-venv: pip install torch numpy failed" >&2
+  # expecttest: torch's own test helpers import it (the torch-suite, docs/torch-suite.md).
+  echo "torch-venv: installing torch, numpy and expecttest from PyPI (a few GB the first time)"
+  "$py" -m pip install --quiet --disable-pip-version-check torch numpy expecttest || {
+    echo "torch-venv: pip install torch numpy expecttest failed" >&2
     return 1
   }
   if ! version=$("$py" -c 'import numpy, torch; print(torch.__version__)'); then
