@@ -30,6 +30,8 @@ import time
 NOT_RUN = [
     ("tools/run-tests",
      "it runs every suite, this one excluded; CI runs it on every submission"),
+    ("meson test -C build --suite torch-suite",
+     "PyTorch's own distributed tests take about 30 minutes; docs/torch-suite.md has a run"),
     ("meson test -C build --suite torch",
      "tools/run-tests runs the torch suite, in CI too"),
     ("pip install torch",
