@@ -79,14 +79,15 @@ TEST_P(Ranks, BcastIsInPlaceBroadcast) {
 TEST_P(Ranks, ScalableInitWithSeveralIds) {
   const int n = this->n();
   // Two ids, as NCCL programs make them on two ranks: the harness's, and
-  // one made here. The test process hosts both roots; the ranks meet at the
-  // first, and the second is withdrawn where it lives in the caller's
-  // process (ranks as threads). With ranks as processes it lives on in this
-  // one, so it gets a short deadline: no root thread outlasts the test (a
-  // thread left polling makes a later fork crash under ASan).
+  // one made here. The ranks meet at the first. The second is an id for a
+  // fixed root address (COIL_COMM_ID), so no root thread runs for it in this
+  // process: a second root thread here, still polling (and, with a
+  // deadline, logging its timeout) while the harness forks the ranks, is
+  // what hung a forked rank under ASan in 2 of ~10 sanitizer runs (rank 1
+  // never reached the first root; the others timed out waiting for it).
   coilUniqueId second;
   {
-    ScopedEnv shortRoot("COIL_TIMEOUT_MS", "3000");
+    ScopedEnv fixedRoot("COIL_COMM_ID", "127.0.0.1:9");
     ASSERT_EQ(coilGetUniqueId(&second), coilSuccess);
   }
   runRanksRaw(setup(), [&](const coilUniqueId& first, int rank) {
