@@ -30,6 +30,14 @@ std::string failureOf(coilResult_t result) {
 
 }  // namespace
 
+std::exception_ptr backendError(const std::string& message) {
+  try {
+    C10_THROW_ERROR(DistBackendError, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 void check(coilResult_t result, const char* call) {
   if (result != coilSuccess) throwCoilError(call, result, coilGetLastError(nullptr));
 }

@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "coil.h"
@@ -17,6 +19,10 @@ namespace coil_torch {
 /// "failed". The message is this thread's
 /// last coil error, which stays readable even if the comm was aborted.
 void check(coilResult_t result, const char* call);
+
+/// A c10::DistBackendError carrying `message`, as an exception_ptr (to
+/// complete a work with).
+std::exception_ptr backendError(const std::string& message);
 
 /// The comm handle as a work body holds it. get() refuses (throws
 /// c10::DistBackendError) once the backend has begun to abort: coilCommAbort

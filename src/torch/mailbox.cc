@@ -5,16 +5,10 @@
 #include <cstring>
 #include <utility>
 
+#include "coil_calls.h"
+
 namespace coil_torch {
 namespace {
-
-std::exception_ptr backendError(const std::string& message) {
-  try {
-    C10_THROW_ERROR(DistBackendError, message);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
 
 size_t byteCount(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 

@@ -4,16 +4,10 @@
 
 #include <utility>
 
+#include "coil_calls.h"
+
 namespace coil_torch {
 namespace {
-
-std::exception_ptr errorOf(const std::string& message) {
-  try {
-    C10_THROW_ERROR(DistBackendError, message);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
 
 // How long a shutdown waits for the goodbyes of peers (p2p_links.h).
 constexpr std::chrono::milliseconds kGoodbyeGrace{500};
@@ -75,7 +69,7 @@ void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tens
   at::Tensor data = tensor.contiguous();
   const std::chrono::milliseconds limit = timeout_;
   work->setWaitLimit(limit, [peer, tag, limit] {
-    return errorOf(c10::str("coil backend: send to rank ", peer, " with tag ", tag,
+    return backendError(c10::str("coil backend: send to rank ", peer, " with tag ", tag,
                             ": Timed out after ", limit.count(),
                             " ms waiting for the peer to take the message"));
   });
@@ -95,7 +89,7 @@ void PointToPoint::recv(const c10::intrusive_ptr<CoilWork>& work, const at::Tens
   const CoilWork* raw = work.get();
   work->setWaitLimit(limit, [mailbox, raw, source, tag, limit]() -> std::exception_ptr {
     if (!mailbox->withdraw(raw)) return nullptr;  // its message is arriving
-    std::exception_ptr error = errorOf(
+    std::exception_ptr error = backendError(
         c10::str("coil backend: recv from ", peerText(source), " with tag ", tag,
                  ": Timed out after ", limit.count(), " ms waiting for the message"));
     const_cast<CoilWork*>(raw)->complete(error);
@@ -130,7 +124,7 @@ void PointToPoint::close(bool drain) {
   const auto graceUntil =
       std::chrono::steady_clock::now() + (drain ? kGoodbyeGrace : std::chrono::milliseconds(0));
   for (auto& link : recvLinks) link->close(graceUntil);
-  mailbox_.close(errorOf(c10::str("coil backend: recv: the process group was ",
+  mailbox_.close(backendError(c10::str("coil backend: recv: the process group was ",
                                   drain ? "shut down" : "aborted", " before the message came")));
 }
 

@@ -17,14 +17,6 @@ constexpr int64_t kGoodbye = -1;  // in a header's size: the sender has shut dow
 // may be hours away. (Ten years; coil's deadlines are steady_clock based.)
 constexpr int64_t kIdleForeverMs = int64_t{10} * 365 * 24 * 3600 * 1000;
 
-std::exception_ptr errorOf(const std::string& message) {
-  try {
-    C10_THROW_ERROR(DistBackendError, message);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
 // Starts a non-blocking join of a 2-rank communicator (its handle goes to
 // `slot` at once, for the owner to revoke and destroy) and polls it until it
 // is ready (true), `stop` is set (false), it fails or `limit` passes (throws
@@ -76,7 +68,7 @@ void SendLink::push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t 
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_ || closing_) {
       refused = broken_ ? broken_
-                        : errorOf("coil backend: send: the process group is shutting down");
+                        : backendError("coil backend: send: the process group is shutting down");
     } else {
       const auto bytes = static_cast<int64_t>(data.numel() * data.element_size());
       queue_.push_back(Message{std::move(work), std::move(data), {tag, bytes}});
@@ -126,7 +118,7 @@ void SendLink::loop() {
       runTransferGroup(transfers, comm);
       m.work->complete(nullptr);
     } catch (const c10::Error& e) {
-      std::exception_ptr error = errorOf(c10::str(
+      std::exception_ptr error = backendError(c10::str(
           "coil backend: send to rank ", settings_.peer,
           " failed on the link to it (a 2-rank communicator, where it is rank 1): ",
           e.what_without_backtrace()));
@@ -171,7 +163,7 @@ void SendLink::close(bool drain) {
   if (!drain) {
     revoked_ = true;
     if (coilComm_t c = comm_.load()) coilCommRevoke(c);
-    failQueued(errorOf("coil backend: send: the process group was aborted before it ran"));
+    failQueued(backendError("coil backend: send: the process group was aborted before it ran"));
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -210,7 +202,7 @@ void RecvLink::loop(coilUniqueId id) {
       int64_t header[2] = {0, 0};
       runTransferGroup({Transfer{false, header, Elements{coilUint8, kHeaderBytes}, 0}}, comm);
       if (header[1] == kGoodbye) {
-        mailbox_.failSource(peer, errorOf(c10::str("coil backend: recv from rank ", peer,
+        mailbox_.failSource(peer, backendError(c10::str("coil backend: recv from rank ", peer,
                                                    ": that rank has shut down the process group")));
         return;
       }
@@ -228,11 +220,11 @@ void RecvLink::loop(coilUniqueId id) {
     }
   } catch (const c10::Error& e) {
     if (closing_.load()) {
-      mailbox_.failSource(peer, errorOf(c10::str(
+      mailbox_.failSource(peer, backendError(c10::str(
           "coil backend: recv from rank ", peer, ": the process group was shut down or aborted")));
       return;
     }
-    mailbox_.failSource(peer, errorOf(c10::str("coil backend: recv from rank ", peer,
+    mailbox_.failSource(peer, backendError(c10::str("coil backend: recv from rank ", peer,
                                                ": the link from that rank broke (a 2-rank "
                                                "communicator, where it is rank 0): ",
                                                e.what_without_backtrace())));
