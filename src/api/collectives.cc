@@ -296,6 +296,9 @@ extern "C" coilResult_t coilRedOpCreatePreMulSum(coilRedOp_t* op, void* scalar,
 extern "C" coilResult_t coilRedOpDestroy(coilRedOp_t op, coilComm_t comm) {
   return guarded("coilRedOpDestroy", comm, [&] {
     api::InFlight busy(comm);
+    // NCCL lets an op be destroyed once the calls that use it are enqueued;
+    // the staged bodies on streams resolve it when they run, so they go first.
+    api::drainStaged(comm);
     api::usable(comm).destroyOp(op);
   });
 }

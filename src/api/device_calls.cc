@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/guard.h"
+#include "core/env.h"
 #include "device/device.h"
 
 namespace coil::api {
@@ -24,11 +25,19 @@ device::StagedStream& stagedStreamOf(coilComm* comm) {
 void attachDevice(coilComm* comm) {
   if (!device::available()) return;
   comm->device = device::currentDevice();
-  comm->staged = std::make_unique<device::StagedStream>(comm->device, [comm](const Error& e) {
-    coilResult_t none = coilSuccess;
-    comm->deviceError.compare_exchange_strong(none, e.code());
-    recordError(comm, e.what());
-  });
+  // Pinned staging, made now: allocating it later could wait on a stream
+  // that waits on this communicator (staged_stream.h).
+  const auto stagingBytes = static_cast<size_t>(
+      env::getInt("COIL_STAGING_BYTES", 0, int64_t{1} << 40)
+          .value_or(static_cast<int64_t>(device::StagedStream::kDefaultStagingBytes)));
+  comm->staged = std::make_unique<device::StagedStream>(
+      comm->device,
+      [comm](const Error& e) {
+        coilResult_t none = coilSuccess;
+        comm->deviceError.compare_exchange_strong(none, e.code());
+        recordError(comm, e.what());
+      },
+      stagingBytes);
 }
 
 bool onDevice(const CallBuffers& b, coilStream_t stream) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
 
 namespace coil::device {
@@ -10,24 +11,29 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr int kInitialEvents = 8;
-constexpr size_t kBounceBytes = size_t{8} << 20;
+constexpr size_t kBounceBytes = size_t{4} << 20;
 
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-StagedStream::StagedStream(int device, OnError onError)
+StagedStream::StagedStream(int device, OnError onError, size_t stagingBytes)
     : device_(device), onError_(std::move(onError)) {
   setDevice(device_);
   word_ = static_cast<volatile uint32_t*>(allocPinned(kAlign));
   *word_ = 0;
   try {
     bounce_ = static_cast<uint8_t*>(allocPinned(kBounceBytes));
+    if (stagingBytes > 0) {
+      pinnedStaging_ = static_cast<uint8_t*>(allocPinned(alignUp(stagingBytes)));
+      pinnedStagingBytes_ = alignUp(stagingBytes);
+    }
     copies_ = createStream();
     for (int i = 0; i < kInitialEvents; ++i) freeEvents_.push_back(createEvent());
   } catch (...) {
     for (Event e : freeEvents_) destroyEvent(e);
     destroyStream(copies_);
+    freePinned(pinnedStaging_);
     freePinned(bounce_);
     freePinned(const_cast<uint32_t*>(word_));
     throw;
@@ -44,6 +50,7 @@ StagedStream::~StagedStream() {
   proxy_.join();  // it runs every queued job first
   for (Event e : freeEvents_) destroyEvent(e);
   destroyStream(copies_);
+  freePinned(pinnedStaging_);
   freePinned(bounce_);
   freePinned(const_cast<uint32_t*>(word_));
 }
@@ -75,16 +82,16 @@ std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRan
 
 void StagedStream::FreeBytes::operator()(uint8_t* p) const noexcept { std::free(p); }
 
-uint8_t* StagedStream::staging(size_t bytes) {
-  if (bytes > stagingBytes_) {
-    staging_.reset();
-    stagingBytes_ = 0;
+uint8_t* StagedStream::hostStaging(size_t bytes) {
+  if (bytes > hostStagingBytes_) {
+    hostStaging_.reset();
+    hostStagingBytes_ = 0;
     auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, alignUp(bytes)));
     if (p == nullptr) throw std::bad_alloc();
-    staging_.reset(p);
-    stagingBytes_ = bytes;
+    hostStaging_.reset(p);
+    hostStagingBytes_ = bytes;
   }
-  return staging_.get();
+  return hostStaging_.get();
 }
 
 Event StagedStream::takeEvent() {
@@ -119,9 +126,6 @@ void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, St
 }
 
 // Device -> staging through the pinned bounce buffer, a chunk at a time.
-// The driver would do the same for a pageable copy, but its pageable path
-// shares state with the application's own pageable copies, which may be
-// waiting for the very stream this job holds.
 void StagedStream::copyIn(uint8_t* host, const void* device, size_t bytes) {
   for (size_t done = 0; done < bytes; done += kBounceBytes) {
     const size_t n = std::min(kBounceBytes, bytes - done);
@@ -146,7 +150,8 @@ void StagedStream::copyOut(void* device, const uint8_t* host, size_t bytes) {
 void StagedStream::run(Job& job) {
   size_t total = 0;
   const std::vector<Span> spans = layout(job.ranges, &total);
-  uint8_t* base = staging(total);
+  const bool pinned = total <= pinnedStagingBytes_;
+  uint8_t* base = pinned ? pinnedStaging_ : hostStaging(total);
   auto staged = [&](const void* p) -> uint8_t* {
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (const Span& s : spans)
@@ -154,11 +159,23 @@ void StagedStream::run(Job& job) {
     return nullptr;
   };
   syncEvent(job.ready);
-  for (const DeviceRange& r : job.ranges)
-    if (r.in && r.bytes > 0) copyIn(staged(r.ptr), r.ptr, r.bytes);
+  if (pinned) {  // straight into the pinned block, every range on the one stream, one wait
+    for (const DeviceRange& r : job.ranges)
+      if (r.in && r.bytes > 0) copyAsync(staged(r.ptr), r.ptr, r.bytes, copies_);
+    syncStream(copies_);
+  } else {
+    for (const DeviceRange& r : job.ranges)
+      if (r.in && r.bytes > 0) copyIn(staged(r.ptr), r.ptr, r.bytes);
+  }
   job.body([&](const void* p) -> void* { return staged(p); });
-  for (const DeviceRange& r : job.ranges)
-    if (r.out && r.bytes > 0) copyOut(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes);
+  if (pinned) {
+    for (const DeviceRange& r : job.ranges)
+      if (r.out && r.bytes > 0) copyAsync(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes, copies_);
+    syncStream(copies_);
+  } else {
+    for (const DeviceRange& r : job.ranges)
+      if (r.out && r.bytes > 0) copyOut(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes);
+  }
 }
 
 void StagedStream::proxyLoop() {

@@ -1,12 +1,12 @@
 // StagedStream: runs coil's host engine on device buffers, in the order of
 // the caller's CUDA stream, without blocking the caller.
 //
-// A call puts two things on the caller's stream:
+// A call puts two things on the caller's stream, and nothing else:
 //
 //   record `ready`
 //   wait until a host word reaches this call's ticket   (cuStreamWaitValue32)
 //
-// and this object's proxy thread, taking the calls in order: waits for
+// and this object's proxy thread, taking the calls in order, waits for
 // `ready`, copies the inputs to host staging memory on a stream of its own,
 // runs the body (a host collective over the staged copies), copies the
 // outputs back, and stores the ticket into the word, which lets the
@@ -16,15 +16,28 @@
 // deadlock each other through it (without MPS their kernels would not run
 // side by side).
 //
-// Nothing on the caller's path or the proxy's allocates or frees CUDA
-// memory: those are implicit synchronisation points, and one of them while a
-// stream waits for a ticket would wait for itself. The word, the proxy's
-// stream, a pinned bounce buffer and a few events are made in the
-// constructor (at communicator init); staging is plain host memory, filled
-// and drained through the bounce buffer (no pageable CUDA copies, whose
-// driver path the application's own pageable copies share). The same holds for users: in one process, a cudaFree
-// (or another device-wide synchronisation) while another rank's call waits
-// for this rank's call can deadlock, as with NCCL.
+// What the caller's stream must not hold, learnt on an H100 (2026-11-26):
+//  - copies queued behind the wait. A design that put the staging copies on
+//    the caller's stream around the wait hung: a copy waiting there held
+//    a copy engine's queue, and other streams' copies (another rank's, the
+//    application's cudaMemcpy) queued behind it. So the proxy issues every
+//    copy, on its own stream, only once the caller's stream has reached the
+//    call.
+//  - CUDA memory (de)allocation while a stream waits: pinned allocation and
+//    cudaFree are implicit synchronisation points, and one of them while a
+//    stream waits for a ticket that only a later call releases never
+//    returns (a test's cudaFree did just that on the H100). So the word,
+//    the proxy's stream, the pinned staging and a few events are made in
+//    the constructor (at communicator init), and the same holds for users:
+//    in one process, a cudaFree while another rank's call waits for this
+//    rank's call can deadlock, as with NCCL.
+//
+// Staging: a call whose buffers fit the pinned block (COIL_STAGING_BYTES,
+// 32 MiB by default, per communicator) is copied straight into it and the
+// body runs there; a larger one goes through plain host memory, filled and
+// drained a chunk at a time through a pinned bounce buffer (no pageable
+// CUDA copies, whose driver path the application's own pageable copies
+// share).
 //
 // This is the staging path: every byte crosses PCIe twice. It works between
 // any ranks, on any transport; CUDA IPC between the ranks of one host builds
@@ -70,7 +83,9 @@ class StagedStream {
   using OnError = std::function<void(const Error& error)>;
 
   /// `device`: the communicator's device, made current on the proxy thread.
-  StagedStream(int device, OnError onError);
+  /// `stagingBytes`: the pinned staging block (0: every call bounces).
+  StagedStream(int device, OnError onError, size_t stagingBytes = kDefaultStagingBytes);
+  static constexpr size_t kDefaultStagingBytes = size_t{32} << 20;
   /// Waits for every enqueued job to run, then frees what it made.
   ~StagedStream();
   StagedStream(const StagedStream&) = delete;
@@ -84,7 +99,7 @@ class StagedStream {
   void drain();
 
  private:
-  struct Span {  // a run of overlapping ranges, staged as one block
+  struct Span {  // a run of overlapping ranges, staged as one piece
     uintptr_t lo, hi;
     size_t offset;  // in the staging memory
   };
@@ -96,7 +111,7 @@ class StagedStream {
   };
 
   static std::vector<Span> layout(const std::vector<DeviceRange>& ranges, size_t* total);
-  uint8_t* staging(size_t bytes);
+  uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the pinned block
   void copyIn(uint8_t* host, const void* device, size_t bytes);
   void copyOut(void* device, const uint8_t* host, size_t bytes);
   Event takeEvent();
@@ -107,16 +122,18 @@ class StagedStream {
   const OnError onError_;
   volatile uint32_t* word_ = nullptr;  // pinned, mapped: the streams wait on it
   Stream copies_ = nullptr;            // the proxy's stream for the staging copies
-  uint8_t* bounce_ = nullptr;          // pinned: every staging copy goes through it
+  uint8_t* bounce_ = nullptr;          // pinned: the large calls' copies go through it
+  uint8_t* pinnedStaging_ = nullptr;   // pinned: the calls that fit are staged here
+  size_t pinnedStagingBytes_ = 0;
   std::mutex enqueueMutex_;            // one enqueue at a time: tickets in stream order
   uint32_t issued_ = 0;                // guarded by enqueueMutex_
 
-  // The proxy's own: host staging memory, grown to the largest job.
+  // The proxy's own: host staging memory, grown to the largest large call.
   struct FreeBytes {
     void operator()(uint8_t* p) const noexcept;
   };
-  std::unique_ptr<uint8_t, FreeBytes> staging_;
-  size_t stagingBytes_ = 0;
+  std::unique_ptr<uint8_t, FreeBytes> hostStaging_;
+  size_t hostStagingBytes_ = 0;
 
   std::mutex mutex_;  // the queue, the event pool and the counters below
   std::condition_variable changed_;

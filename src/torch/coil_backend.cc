@@ -127,7 +127,29 @@ c10::intrusive_ptr<CoilWork> CoilBackend::newWork(c10d::OpType type,
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
                                                     std::vector<at::Tensor> outputs,
-                                                    CoilWork::Body body) {
+                                                    CoilWork::Body body,
+                                                    std::vector<at::Tensor> inputs) {
+  // The device of the work: the first CUDA tensor's, else the host.
+  const at::Tensor* first = nullptr;
+  for (const auto* list : {&outputs, &inputs})
+    for (const at::Tensor& t : *list)
+      if (first == nullptr && t.defined() && t.is_cuda()) first = &t;
+  if (first) {
+    for (const auto* list : {&outputs, &inputs})
+      for (const at::Tensor& t : *list)
+        TORCH_CHECK(!t.defined() || t.device() == first->device(), "coil backend: ",
+                    c10d::opTypeToString(type), ": all tensors must be on one device, got ",
+                    first->device().str(), " and ", t.device().str());
+    TORCH_CHECK(!coalescing_, "coil backend: CUDA tensors inside a coalesced batch "
+                "(startCoalescing/endCoalescing) are not supported yet; issue the operations "
+                "on their own, or use the *_coalesced collectives");
+    const c10::Device device = first->device();
+    auto work = newWork(type, std::move(outputs), std::move(body));
+    work->setCudaOp(std::make_shared<CudaOp>(device, sideStreams_.forDevice(device)),
+                    std::move(inputs));
+    queue_->push(work);
+    return work;
+  }
   if (coalescing_) {
     auto work = newWork(type, std::move(outputs), nullptr);
     BatchEntry e;
@@ -220,7 +242,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::postPointToPoint(bool isSend,
                                                                 const at::Tensor& tensor,
                                                                 int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
-  checkCpuTensor(tensor, name);
+  checkHostTensor(tensor, name);
   checkRank(peer, size_, name, isSend ? "destination rank" : "source rank");
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
@@ -259,7 +281,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::recv(std::vector<at::Tensor>& tensor
 c10::intrusive_ptr<c10d::Work> CoilBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                           int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: recv takes one tensor, got ", tensors.size());
-  checkCpuTensor(tensors[0], "recv");
+  checkHostTensor(tensors[0], "recv");
   TORCH_CHECK(!coalescing_, "coil backend: recv from any source cannot be part of a batch");
   commRef();  // raises if shut down
   auto work = newWork(c10d::OpType::RECVANYSOURCE, {tensors[0]}, nullptr);

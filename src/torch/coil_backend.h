@@ -132,9 +132,12 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<CoilWork> newWork(c10d::OpType type, std::vector<at::Tensor> outputs,
                                        CoilWork::Body body);
   /// Queues `body` (or adds it to the open coalesced batch) as a work
-  /// completing with `outputs`.
+  /// completing with `outputs`. `inputs`: the other tensors it reads. On
+  /// CUDA tensors the work follows ProcessGroupNCCL's stream pattern
+  /// (cuda_op.h); all of them must be on one device.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                         CoilWork::Body body);
+                                         CoilWork::Body body,
+                                         std::vector<at::Tensor> inputs = {});
   c10::intrusive_ptr<c10d::Work> postPointToPoint(bool isSend, const at::Tensor& tensor,
                                                      int peer, int tag);
   /// The communicator for a work body, or a c10::Error once shut down /
@@ -162,6 +165,7 @@ class CoilBackend : public c10d::Backend {
   // Before queue_: the worker hands completions to it, so it must outlive it.
   std::shared_ptr<CompletionPool> completions_ = std::make_shared<CompletionPool>();
   std::unique_ptr<PointToPoint> p2p_;
+  SideStreams sideStreams_;  // CUDA works' streams, one per device
   std::unique_ptr<WorkQueue> queue_;
 };
 

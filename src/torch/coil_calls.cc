@@ -6,6 +6,8 @@
 #include <exception>
 #include <string>
 
+#include "cuda_op.h"
+
 namespace coil_torch {
 
 namespace {
@@ -71,9 +73,9 @@ void runTransferGroup(const std::vector<Transfer>& transfers, coilComm_t comm) {
   std::string firstCall, firstMessage;
   for (const Transfer& t : transfers) {
     coilResult_t r = t.isSend ? coilSend(t.data, t.elements.count, t.elements.type, t.peer, comm,
-                                         nullptr)
+                                         opStream())
                               : coilRecv(t.data, t.elements.count, t.elements.type, t.peer, comm,
-                                         nullptr);
+                                         opStream());
     if (r != coilSuccess && firstError == coilSuccess) {
       firstError = r;
       firstCall = c10::str(t.isSend ? "coilSend to rank " : "coilRecv from rank ", t.peer);

@@ -59,7 +59,7 @@ class ScopedReduceOp {
   int uncaughtAtStart_;
 };
 
-/// One send or receive of host memory.
+/// One send or receive of a tensor's memory (host, or device on opStream()).
 struct Transfer {
   bool isSend;
   void* data;

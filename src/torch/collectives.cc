@@ -12,8 +12,10 @@
 
 #include "coil_backend.h"
 #include "coil_calls.h"
+#include "cuda_op.h"
 #include "sparse_allreduce.h"
 #include "tensor_args.h"
+#include "torch_names.h"
 
 namespace coil_torch {
 namespace {
@@ -22,7 +24,7 @@ namespace {
 const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* opName) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: ", opName,
               " takes one tensor per process, got ", tensors.size());
-  checkCpuTensor(tensors[0], opName);
+  checkDenseTensor(tensors[0], opName);
   return tensors[0];
 }
 
@@ -72,7 +74,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& t
   return enqueue(c10d::OpType::ALLREDUCE, {t}, [t, red, c] {
     Staged s(t);
     ScopedReduceOp op(red, t.scalar_type(), c.get());
-    check(coilAllReduce(s.data(), s.data(), t.numel(), red.type, op.get(), c.get(), nullptr),
+    check(coilAllReduce(s.data(), s.data(), t.numel(), red.type, op.get(), c.get(), opStream()),
           "coilAllReduce");
     s.writeBack();
   });
@@ -89,7 +91,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce_coalesced(
     at::Tensor flat = flattenInto(tensors);
     ScopedReduceOp op(red, flat.scalar_type(), c.get());
     check(coilAllReduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), red.type, op.get(), c.get(),
-                        nullptr),
+                        opStream()),
           "coilAllReduce");
     unflattenFrom(flat, tensors);
   });
@@ -105,7 +107,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::broadcast(std::vector<at::Tensor>& t
   return enqueue(c10d::OpType::BROADCAST, {t}, [t, root, c] {
     Staged s(t);
     Elements e = movedElements(t.scalar_type(), t.numel());
-    check(coilBroadcast(s.data(), s.data(), e.count, e.type, root, c.get(), nullptr), "coilBroadcast");
+    check(coilBroadcast(s.data(), s.data(), e.count, e.type, root, c.get(), opStream()), "coilBroadcast");
     s.writeBack();
   });
 }
@@ -122,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce(std::vector<at::Tensor>& tens
   return enqueue(c10d::OpType::REDUCE, {t}, [t, red, root, isRoot, c] {
     Staged s(t);
     ScopedReduceOp op(red, t.scalar_type(), c.get());
-    check(coilReduce(s.data(), s.data(), t.numel(), red.type, op.get(), root, c.get(), nullptr),
+    check(coilReduce(s.data(), s.data(), t.numel(), red.type, op.get(), root, c.get(), opStream()),
           "coilReduce");
     if (isRoot) s.writeBack();
   });
@@ -142,9 +144,9 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at
     Staged s(in);
     at::Tensor flat = at::empty({size * in.numel()}, in.options());
     Elements e = movedElements(in.scalar_type(), in.numel());
-    check(coilAllGather(s.data(), flat.data_ptr(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+    check(coilAllGather(s.data(), flat.data_ptr(), e.count, e.type, c.get(), opStream()), "coilAllGather");
     unflattenFrom(flat, outs);
-  });
+  }, {in});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
@@ -154,7 +156,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
   TORCH_CHECK(outputTensorLists.size() == static_cast<size_t>(size_),
               "coil backend: allgather_coalesced needs one output list per rank (", size_,
               "), got ", outputTensorLists.size());
-  for (const at::Tensor& t : inputTensors) checkCpuTensor(t, "allgather_coalesced");
+  for (const at::Tensor& t : inputTensors) checkDenseTensor(t, "allgather_coalesced");
   for (size_t r = 0; r < outputTensorLists.size(); ++r) {
     TORCH_CHECK(outputTensorLists[r].size() == inputTensors.size(),
                 "coil backend: allgather_coalesced: output list ", r, " has ",
@@ -162,7 +164,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
                 inputTensors.size(), ")");
     for (size_t i = 0; i < inputTensors.size(); ++i) {
       const at::Tensor& out = outputTensorLists[r][i];
-      checkCpuTensor(out, "allgather_coalesced");
+      checkDenseTensor(out, "allgather_coalesced");
       TORCH_CHECK(out.scalar_type() == inputTensors[i].scalar_type() &&
                       out.numel() == inputTensors[i].numel(),
                   "coil backend: allgather_coalesced: output [", r, "][", i, "] (", out.numel(),
@@ -187,7 +189,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
     at::Tensor gathered = at::empty({size * block}, packed.options());
     if (block > 0)
       check(coilAllGather(packed.data_ptr(), gathered.data_ptr(), block, coilUint8, c.get(),
-                          nullptr),
+                          opStream()),
             "coilAllGather");
     for (int r = 0; r < size; ++r) {
       std::vector<at::Tensor> pieces;
@@ -199,21 +201,21 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(
         out.copy_(pieces[i].view(out.scalar_type()).view(out.sizes()));
       }
     }
-  });
+  }, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                             const c10d::AllgatherOptions& /*opts*/) {
-  checkCpuTensor(input, "all_gather_into_tensor");
+  checkDenseTensor(input, "all_gather_into_tensor");
   checkSameKind({output}, input.scalar_type(), size_ * input.numel(), "all_gather_into_tensor",
                 "output");
   CommRef c = commRef();
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, [output, input, c] {
     Staged in(input), out(output);
     Elements e = movedElements(input.scalar_type(), input.numel());
-    check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+    check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), opStream()), "coilAllGather");
     out.writeBack();
-  });
+  }, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_into_tensor_coalesced(
@@ -222,19 +224,19 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_into_tensor_coalesced(
   TORCH_CHECK(outputs.size() == inputs.size(), "coil backend: allgather_into_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkCpuTensor(inputs[i], "allgather_into_tensor_coalesced");
+    checkDenseTensor(inputs[i], "allgather_into_tensor_coalesced");
     checkSameKind({outputs[i]}, inputs[i].scalar_type(), size_ * inputs[i].numel(),
                   "allgather_into_tensor_coalesced", "output");
   }
   CommRef c = commRef();
-  return enqueue(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, [outputs, inputs, c] {
+  return enqueue(torch_names::kAllgatherIntoTensorCoalesced, outputs, [outputs, inputs, c] {
     for (size_t i = 0; i < inputs.size(); ++i) {
       Staged in(inputs[i]), out(outputs[i]);
       Elements e = movedElements(inputs[i].scalar_type(), inputs[i].numel());
-      check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAllGather");
+      check(coilAllGather(in.data(), out.data(), e.count, e.type, c.get(), opStream()), "coilAllGather");
       out.writeBack();
     }
-  });
+  }, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -261,10 +263,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::gather(std::vector<std::vector<at::T
     at::Tensor flat = isRoot ? at::empty({size * in.numel()}, in.options()) : at::Tensor();
     Elements e = movedElements(in.scalar_type(), in.numel());
     check(coilGather(s.data(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root, c.get(),
-                     nullptr),
+                     opStream()),
           "coilGather");
     if (isRoot) unflattenFrom(flat, outs);
-  });
+  }, {in});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -290,10 +292,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::scatter(std::vector<at::Tensor>& out
     at::Tensor flat = isRoot ? flattenInto(ins) : at::Tensor();
     Elements e = movedElements(out.scalar_type(), out.numel());
     check(coilScatter(isRoot ? flat.data_ptr() : nullptr, s.data(), e.count, e.type, root, c.get(),
-                      nullptr),
+                      opStream()),
           "coilScatter");
     s.writeBack();
-  });
+  }, ins);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter(
@@ -311,15 +313,15 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter(
     Staged s(out);
     ScopedReduceOp op(red, out.scalar_type(), c.get());
     check(coilReduceScatter(flat.data_ptr(), s.data(), out.numel(), red.type, op.get(), c.get(),
-                            nullptr),
+                            opStream()),
           "coilReduceScatter");
     s.writeBack();
-  });
+  }, ins);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  checkCpuTensor(output, "reduce_scatter_tensor");
+  checkDenseTensor(output, "reduce_scatter_tensor");
   checkSameKind({input}, output.scalar_type(), size_ * output.numel(), "reduce_scatter_tensor",
                 "input");
   Reduction red = reductionFor(output.scalar_type(), opts.reduceOp, "reduce_scatter_tensor");
@@ -327,10 +329,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::_reduce_scatter_base(
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [output, input, red, c] {
     Staged in(input), out(output);
     ScopedReduceOp op(red, output.scalar_type(), c.get());
-    check(coilReduceScatter(in.data(), out.data(), output.numel(), red.type, op.get(), c.get(), nullptr),
+    check(coilReduceScatter(in.data(), out.data(), output.numel(), red.type, op.get(), c.get(), opStream()),
           "coilReduceScatter");
     out.writeBack();
-  });
+  }, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter_tensor_coalesced(
@@ -340,31 +342,31 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter_tensor_coalesced(
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   std::vector<Reduction> reds;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    checkCpuTensor(outputs[i], "reduce_scatter_tensor_coalesced");
+    checkDenseTensor(outputs[i], "reduce_scatter_tensor_coalesced");
     checkSameKind({inputs[i]}, outputs[i].scalar_type(), size_ * outputs[i].numel(),
                   "reduce_scatter_tensor_coalesced", "input");
     reds.push_back(
         reductionFor(outputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor_coalesced"));
   }
   CommRef c = commRef();
-  return enqueue(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs,
+  return enqueue(torch_names::kReduceScatterTensorCoalesced, outputs,
                  [outputs, inputs, reds, c] {
                    for (size_t i = 0; i < outputs.size(); ++i) {
                      Staged in(inputs[i]), out(outputs[i]);
                      ScopedReduceOp op(reds[i], outputs[i].scalar_type(), c.get());
                      check(coilReduceScatter(in.data(), out.data(), outputs[i].numel(),
-                                             reds[i].type, op.get(), c.get(), nullptr),
+                                             reds[i].type, op.get(), c.get(), opStream()),
                            "coilReduceScatter");
                      out.writeBack();
                    }
-                 });
+                 }, inputs);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                           std::vector<int64_t>& outputSplits,
                                                           std::vector<int64_t>& inputSplits,
                                                           const c10d::AllToAllOptions& /*opts*/) {
-  checkCpuTensor(input, "alltoall_base");
+  checkDenseTensor(input, "alltoall_base");
   checkSameKind({output}, input.scalar_type(), -1, "alltoall_base", "output");
   CommRef c = commRef();
   if (outputSplits.empty() && inputSplits.empty()) {
@@ -376,9 +378,9 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall_base(at::Tensor& output, at
     return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, [output, input, size, c] {
       Staged in(input), out(output);
       Elements e = movedElements(input.scalar_type(), input.numel() / size);
-      check(coilAlltoAll(in.data(), out.data(), e.count, e.type, c.get(), nullptr), "coilAlltoAll");
+      check(coilAlltoAll(in.data(), out.data(), e.count, e.type, c.get(), opStream()), "coilAlltoAll");
       out.writeBack();
-    });
+    }, {input});
   }
   // Uneven splits: one send and one receive per peer, as a coil group.
   std::vector<int64_t> sendRows = splitsFor(inputSplits, input, size_, "input");
@@ -406,7 +408,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall_base(at::Tensor& output, at
     }
     runTransferGroup(transfers, c.get());
     out.writeBack();
-  });
+  }, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall(std::vector<at::Tensor>& outputs,
@@ -436,7 +438,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::alltoall(std::vector<at::Tensor>& ou
     }
     runTransferGroup(transfers, c.get());
     for (Staged& s : outs) s.writeBack();
-  });
+  }, inputs);
 }
 
 }  // namespace coil_torch

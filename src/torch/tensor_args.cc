@@ -4,8 +4,11 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <cstdlib>
 #include <sstream>
 #include <utility>
+
+#include "torch_names.h"
 
 namespace coil_torch {
 namespace {
@@ -119,7 +122,7 @@ Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char
                   ": PREMUL_SUM without a factor (make it with "
                   "torch.distributed._make_nccl_premul_sum)");
       // The only supplement c10d attaches to PREMUL_SUM is this one.
-      const auto* sup = static_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      const auto* sup = static_cast<const torch_names::PreMulSumSupplement*>(op.supplement_.get());
       r.op = coilSum;  // replaced by the comm's pre-multiply op when the call runs
       r.preMulSum = true;
       if (sup->tensor_factor.defined()) {
@@ -136,20 +139,38 @@ Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char
   }
 }
 
-void checkCpuTensor(const at::Tensor& t, const char* opName) {
+bool cudaTensorsEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("COIL_TORCH_CUDA");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return enabled;
+}
+
+void checkDenseTensor(const at::Tensor& t, const char* opName) {
   TORCH_CHECK(t.defined(), "coil backend: ", opName, ": undefined tensor");
-  TORCH_CHECK(!t.is_cuda(), "coil backend: CUDA tensors are not supported yet (", opName,
-              " got a tensor on ", t.device().str(), "); move it to the CPU or use nccl");
-  TORCH_CHECK(t.device().is_cpu(), "coil backend: ", opName, ": tensors on ", t.device().str(),
-              " are not supported; use CPU tensors");
+  TORCH_CHECK(!t.is_cuda() || cudaTensorsEnabled(), "coil backend: ", opName,
+              ": CUDA tensors are experimental and not yet verified on a GPU (got a tensor on ",
+              t.device().str(), "); set COIL_TORCH_CUDA=1 to try them, or move it to the CPU");
+  TORCH_CHECK(t.device().is_cpu() || t.is_cuda(), "coil backend: ", opName, ": tensors on ",
+              t.device().str(), " are not supported; use CPU or CUDA tensors");
   TORCH_CHECK(t.layout() == c10::kStrided, "coil backend: ", opName,
               ": only dense (strided) tensors are supported, got layout ", t.layout());
+}
+
+void checkHostTensor(const at::Tensor& t, const char* opName) {
+  TORCH_CHECK(t.defined(), "coil backend: ", opName, ": undefined tensor");
+  TORCH_CHECK(!t.is_cuda(), "coil backend: ", opName, " of CUDA tensors is not supported "
+              "yet (got a tensor on ", t.device().str(), "); move it to the CPU");
+  checkDenseTensor(t, opName);
 }
 
 void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
                    const char* opName, const char* what) {
   for (size_t i = 0; i < ts.size(); ++i) {
-    checkCpuTensor(ts[i], opName);
+    checkDenseTensor(ts[i], opName);
+    TORCH_CHECK(ts[i].device() == ts[0].device(), "coil backend: ", opName, ": ", what, "[", i,
+                "] is on ", ts[i].device().str(), ", ", what, "[0] on ", ts[0].device().str());
     TORCH_CHECK(ts[i].scalar_type() == type, "coil backend: ", opName, ": ", what, "[", i,
                 "] has dtype ", dtypeName(ts[i].scalar_type()), ", expected ", dtypeName(type));
     TORCH_CHECK(numel < 0 || ts[i].numel() == numel, "coil backend: ", opName, ": ", what, "[", i,

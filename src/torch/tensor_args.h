@@ -45,11 +45,20 @@ struct Reduction {
 /// BOR = MAX, BAND = MIN.
 Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char* opName);
 
-/// Throws c10::Error unless `t` is a dense, strided CPU tensor. A CUDA tensor
-/// gets "coil backend: CUDA tensors are not supported yet".
-void checkCpuTensor(const at::Tensor& t, const char* opName);
+/// Whether CUDA tensors are accepted: COIL_TORCH_CUDA=1. Until the CUDA path
+/// has passed tests/torch/test_cuda.py on a GPU it is opt-in (its one run
+/// so far, on an H100 on 2026-11-26, crashed every rank; cause not found).
+bool cudaTensorsEnabled();
 
-/// checkCpuTensor on each, and all of `type` and `numel` (numel < 0: any).
+/// Throws c10::Error unless `t` is a dense, strided CPU tensor, or a CUDA
+/// tensor with cudaTensorsEnabled().
+void checkDenseTensor(const at::Tensor& t, const char* opName);
+/// Throws c10::Error unless `t` is a dense, strided CPU tensor (the
+/// operations that move host memory only: send/recv, sparse all-reduce).
+void checkHostTensor(const at::Tensor& t, const char* opName);
+
+/// checkDenseTensor on each, all on the first one's device, and all of
+/// `type` and `numel` (numel < 0: any).
 void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
                    const char* opName, const char* what);
 

@@ -21,11 +21,18 @@ CoilWork::CoilWork(int rank, c10d::OpType opType, uint64_t seq, std::vector<at::
 void CoilWork::run() noexcept {
   std::exception_ptr error;
   try {
-    if (body_) body_();
+    if (body_ && cuda_) {
+      std::vector<at::Tensor> touched = outputs_;
+      touched.insert(touched.end(), cudaInputs_.begin(), cudaInputs_.end());
+      cuda_->run(body_, touched);
+    } else if (body_) {
+      body_();
+    }
   } catch (...) {
     error = std::current_exception();
   }
   body_ = nullptr;  // drop captured tensors as soon as they are done with
+  cudaInputs_.clear();  // (CUDA: marked as used on the side stream)
   complete(error);
 }
 
@@ -50,6 +57,8 @@ void CoilWork::completeHere(std::exception_ptr error) noexcept {
   try {
     if (error)
       future_->setError(error);
+    else if (cuda_)  // the future's events go on the side stream
+      cuda_->onSideStream([&] { future_->markCompleted(c10::IValue(outputs_)); });
     else
       future_->markCompleted(c10::IValue(outputs_));
   } catch (...) {
@@ -74,6 +83,18 @@ void CoilWork::setWaitLimit(std::chrono::milliseconds limit,
   onWaitTimeout_ = std::move(onTimeout);
 }
 
+void CoilWork::setCudaOp(std::shared_ptr<CudaOp> op, std::vector<at::Tensor> inputs) {
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     std::vector<c10::Device>{op->device()});
+  cuda_ = std::move(op);
+  cudaInputs_ = std::move(inputs);
+}
+
+bool CoilWork::isCompleted() {
+  if (!c10d::Work::isCompleted()) return false;
+  return !cuda_ || cuda_->finished();
+}
+
 void CoilWork::setOnComplete(std::function<void(std::exception_ptr)> onComplete) {
   onComplete_ = std::move(onComplete);
 }
@@ -88,7 +109,9 @@ bool CoilWork::wait(std::chrono::milliseconds timeout) {
     if (!done)
       if (std::exception_ptr error = onWaitTimeout_()) std::rethrow_exception(error);
   }
-  return c10d::Work::wait(timeout);
+  const bool done = c10d::Work::wait(timeout);  // rethrows the body's error
+  if (cuda_) cuda_->blockCurrentStream();  // the GPU work: the caller's stream waits, not the host
+  return done;
 }
 
 void CompletionLatch::arrive(std::exception_ptr error) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "completion_pool.h"
+#include "cuda_op.h"
 
 namespace coil_torch {
 
@@ -57,11 +58,18 @@ class CoilWork : public c10d::Work {
   /// Called once the work has completed, with its error (null: success), on
   /// the completing thread. Set before the work can complete.
   void setOnComplete(std::function<void(std::exception_ptr)> onComplete);
+  /// Makes this a work on CUDA tensors (cuda_op.h): the body runs on the
+  /// op's side stream, wait() makes the caller's stream wait for it instead
+  /// of the host, and the future is CUDA-aware. `inputs`: the tensors the
+  /// body reads besides the outputs. Before the work is queued.
+  void setCudaOp(std::shared_ptr<CudaOp> op, std::vector<at::Tensor> inputs);
   /// The rank a receive's message came from (recv from any source).
   void setSourceRank(int rank) { sourceRank_ = rank; }
   int sourceRank() const override { return sourceRank_; }
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  /// Host works: the body has run. CUDA works: and the GPU has run it.
+  bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
@@ -78,6 +86,8 @@ class CoilWork : public c10d::Work {
   std::function<std::exception_ptr()> onWaitTimeout_;
   std::function<void(std::exception_ptr)> onComplete_;
   std::atomic<int> sourceRank_{-1};
+  std::shared_ptr<CudaOp> cuda_;
+  std::vector<at::Tensor> cudaInputs_;
   // Whether the future may have callbacks, decided once: until getFuture()
   // hands it out nobody can add one, so complete() finishes on its own
   // thread, saving the hop to the pool (a blocking dist.send or all_reduce

@@ -452,17 +452,75 @@ TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
       tPool = pools[r].get();
       const Stream& held = *heldStreams[r];
       const Stream& running = *runningStreams[r];
-      DeviceBuffer x(4096), y(4096);
-      gate.hold(held.s);
-      expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
-      expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b[r], running.s), b[r]);
-      running.sync();  // would never return if b's call waited behind a's
-      EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
+      {  // the buffers go back to the pool before tPool is cleared (else: cudaFree,
+         // which waits for the held stream, which waits for the gate)
+        DeviceBuffer x(4096), y(4096);
+        gate.hold(held.s);
+        expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
+        expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b[r], running.s), b[r]);
+        running.sync();  // would never return if b's call waited behind a's
+        EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
+      }
       tPool = nullptr;
     });
   for (auto& t : threads) t.join();
   gate.open();
   for (auto& s : heldStreams) s->sync();  // a's calls run now
+  heldStreams.clear();
+  runningStreams.clear();
+  pools.clear();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);
+    EXPECT_EQ(coilCommDestroy(b[r]), coilSuccess);
+  }
+}
+
+// A call larger than the communicator's pinned staging (the bounce path),
+// and one that fits it, made while another communicator's stream waits:
+// neither may wait for that stream (the gate opens only after them).
+TEST_P(Threads, LargeAndSmallCallsWhileAnotherStreamWaits) {
+  const int n = GetParam();
+  const size_t large = (size_t{40} << 20) / 4 + 7;  // past the 32 MiB of staging
+  const size_t small = 70001;
+  std::vector<coilComm_t> a(n), b(n);
+  const std::vector<int> devices(n, 0);
+  ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
+  Gate gate;
+  std::vector<std::unique_ptr<Pool>> pools;
+  std::vector<std::unique_ptr<Stream>> heldStreams, runningStreams;
+  for (int r = 0; r < n; ++r) {
+    pools.push_back(std::make_unique<Pool>(size_t{48} << 20));
+    heldStreams.push_back(std::make_unique<Stream>());
+    runningStreams.push_back(std::make_unique<Stream>());
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+      tPool = pools[r].get();
+      {  // back to the pool before tPool is cleared (see above)
+        DeviceBuffer x(4096);
+        gate.hold(heldStreams[r]->s);
+        expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], heldStreams[r]->s), a[r]);
+        for (const size_t count : {large, small}) {
+          DeviceBuffer y(tagged(r, count));
+          expectOk(coilAllReduce(y.get(), y.get(), count, coilInt32, coilSum, b[r], runningStreams[r]->s), b[r]);
+          runningStreams[r]->sync();
+          const std::vector<uint8_t> got = y.download();
+          for (size_t i = 0; i < count; i += 997) {
+            int32_t want = 0;
+            for (int q = 0; q < n; ++q) want += tagValue(q, i);
+            ASSERT_EQ(at(got, i), want) << "count " << count << ", element " << i;
+          }
+        }
+        EXPECT_EQ(cudaStreamQuery(heldStreams[r]->s), cudaErrorNotReady);
+      }
+      tPool = nullptr;
+    });
+  for (auto& t : threads) t.join();
+  gate.open();
+  for (auto& s : heldStreams) s->sync();
   heldStreams.clear();
   runningStreams.clear();
   pools.clear();

@@ -6,6 +6,7 @@ fn(rank, world, store_port, *args) in `world` fresh processes ("spawn", so no
 state leaks from the parent). A rank reports a failed check by raising; the
 parent prints every rank's error and the script exits 1.
 """
+import faulthandler
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -58,6 +59,7 @@ def init_env(rank, world, port):
 
 
 def _rank_main(fn, rank, world, port, args, errors):
+    faulthandler.enable()  # a rank that crashes prints where (its exit code alone says -11)
     try:
         fn(rank, world, port, *args)
     except BaseException:  # noqa: BLE001 - report everything to the parent

@@ -1,0 +1,231 @@
+"""CUDA tensors through the coil backend, with ProcessGroupNCCL's stream rules.
+
+Ranks are processes sharing the machine's GPUs (rank % device count: several
+ranks on one GPU, which NCCL refuses and coil allows). Checked:
+  - every collective on CUDA tensors, dtypes x ops, against a reference
+    computed on the CPU from every rank's inputs (each rank regenerates them);
+  - the stream pattern: a call returns while the current stream is still busy
+    (a long kernel before it), reads what that stream wrote before the call,
+    and work.wait() orders the current stream after it; the future is
+    CUDA-aware (its value is ready for the stream that waits on it);
+  - CPU and CUDA operations interleaved on one group keep program order;
+  - DDP on a CUDA model gives the gradients of an all-reduce average;
+  - point-to-point on CUDA tensors is refused by name.
+
+Exits 77 (skipped) with the reason where torch sees no CUDA device. The CUDA
+path is opt-in (COIL_TORCH_CUDA=1, set here) until this test passes on a GPU.
+COIL_TORCH_TEST_WORLDS=1,2 picks the world sizes (default 1,2,4).
+"""
+import datetime
+import os
+import sys
+import time
+
+from harness import SKIP, init_env, require_coil_torch, run_worlds, say
+
+WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "1,2,4").split(","))
+COUNTS = (0, 1, 7, 1009, 65537)
+
+
+def values(torch, rank, seed, n, dtype):
+    """Small integers (exact in every dtype here, sums included) for (rank, seed)."""
+    g = torch.Generator().manual_seed(7919 * seed + 104729 * rank + 3)
+    lo, hi = (0, 3) if dtype in (torch.uint8,) else (-4, 5)
+    return torch.randint(lo, hi, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def worker(rank, world, port):
+    init_env(rank, world, port)
+    os.environ["COIL_TORCH_CUDA"] = "1"  # opt-in until this test has passed on a GPU
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401 - registers "coil"
+
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
+    R = dist.ReduceOp
+    failures = []
+    checks = [0]
+
+    def expect_equal(name, got, want):
+        checks[0] += 1
+        got = got.cpu()
+        if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+            failures.append(f"{name}: got {got.flatten()[:6].tolist()} want "
+                            f"{want.flatten()[:6].tolist()} ({got.dtype}/{want.dtype})")
+
+    def everyone(seed, n, dtype):
+        return [values(torch, r, seed, n, dtype) for r in range(world)]
+
+    reduce_ref = {
+        R.SUM: lambda xs: sum(x.double() for x in xs),
+        R.PRODUCT: lambda xs: torch.stack([x.double() for x in xs]).prod(0),
+        R.MAX: lambda xs: torch.stack([x.double() for x in xs]).max(0).values,
+        R.MIN: lambda xs: torch.stack([x.double() for x in xs]).min(0).values,
+    }
+
+    # ---- all_reduce: dtypes x ops x counts, in place ---------------------------
+    seed = 0
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                  torch.int64, torch.uint8, torch.int8):
+        for op in (R.SUM, R.PRODUCT, R.MAX, R.MIN):
+            for n in COUNTS:
+                seed += 1
+                xs = everyone(seed, n, dtype)
+                if op == R.PRODUCT:  # keep products small: values in {-1, 1, 2}
+                    xs = [torch.where(x.abs() > 1, torch.ones_like(x), x) for x in xs]
+                    xs = [torch.where(x == 0, torch.full_like(x, 2), x) for x in xs]
+                t = xs[rank].to(dev)
+                dist.all_reduce(t, op=op)
+                expect_equal(f"all_reduce {dtype} {op} n={n}", t, reduce_ref[op](xs).to(dtype))
+    for dtype in (torch.float32, torch.bfloat16):
+        seed += 1
+        xs = [x * world for x in everyone(seed, 1009, dtype)]  # divisible: exact averages
+        t = xs[rank].to(dev)
+        dist.all_reduce(t, op=R.AVG)
+        expect_equal(f"all_reduce AVG {dtype}", t, (sum(x.double() for x in xs) / world).to(dtype))
+
+    # ---- the other collectives -------------------------------------------------
+    for n in (0, 1, 1031):
+        seed += 1
+        xs = everyone(seed, n, torch.float32)
+        for root in range(world):
+            t = xs[rank].to(dev)
+            dist.broadcast(t, src=root)
+            expect_equal(f"broadcast root {root} n={n}", t, xs[root])
+            t = xs[rank].to(dev)
+            dist.reduce(t, dst=root, op=R.SUM)
+            if rank == root:
+                expect_equal(f"reduce root {root} n={n}", t, reduce_ref[R.SUM](xs).float())
+        out = torch.empty(world * n, device=dev)
+        dist.all_gather_into_tensor(out, xs[rank].to(dev))
+        expect_equal(f"all_gather_into_tensor n={n}", out, torch.cat(xs))
+        outs = [torch.full((n,), -1.0, device=dev) for _ in range(world)]
+        dist.all_gather(outs, xs[rank].to(dev))
+        for r in range(world):
+            expect_equal(f"all_gather [{r}] n={n}", outs[r], xs[r])
+        big = everyone(seed + 1000, world * n, torch.float32)
+        out = torch.empty(n, device=dev)
+        dist.reduce_scatter_tensor(out, big[rank].to(dev), op=R.SUM)
+        expect_equal(f"reduce_scatter_tensor n={n}", out,
+                     reduce_ref[R.SUM](big).float()[rank * n:(rank + 1) * n])
+        out = torch.empty(world * n, device=dev)
+        dist.all_to_all_single(out, big[rank].to(dev))
+        want = torch.cat([big[r][rank * n:(rank + 1) * n] for r in range(world)])
+        expect_equal(f"all_to_all_single n={n}", out, want)
+        gathered = [torch.empty(n, device=dev) for _ in range(world)] if rank == 0 else None
+        dist.gather(xs[rank].to(dev), gathered, dst=0)
+        if rank == 0:
+            for r in range(world):
+                expect_equal(f"gather [{r}] n={n}", gathered[r], xs[r])
+        got = torch.empty(n, device=dev)
+        dist.scatter(got, [x.to(dev) for x in xs] if rank == 0 else None, src=0)
+        expect_equal(f"scatter n={n}", got, xs[rank])
+    # A non-contiguous CUDA tensor: staged through a contiguous copy and back.
+    seed += 1
+    m = values(torch, rank, seed, 64 * 6, torch.float32).view(64, 6)
+    t = m.to(dev).t()
+    dist.all_reduce(t)
+    want = sum(values(torch, r, seed, 64 * 6, torch.float32).view(64, 6) for r in range(world)).t()
+    expect_equal("all_reduce of a transposed tensor", t, want.contiguous())
+
+    # ---- the stream pattern ----------------------------------------------------
+    # A long kernel on the current stream, then a write of the input on it,
+    # then the call: the call returns before the kernel ends, and the result
+    # uses the written input.
+    n = 1 << 20
+    x = torch.zeros(n, device=dev)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time on the current stream
+    x.fill_(rank + 1)
+    t0 = time.monotonic()
+    work = dist.all_reduce(x, async_op=True)
+    returned_after = time.monotonic() - t0
+    busy = not work.is_completed()
+    checks[0] += 1
+    if not busy:
+        failures.append("async all_reduce was complete while the stream before it was still busy")
+    work.wait()  # the current stream waits; the host does not
+    y = x * 2  # on the current stream, after the collective
+    torch.cuda.current_stream().synchronize()
+    expect_equal("all_reduce after a busy stream", x, torch.full((n,), world * (world + 1) / 2))
+    expect_equal("work after wait() on the current stream", y,
+                 torch.full((n,), world * (world + 1)))
+    checks[0] += 1
+    if not work.is_completed():
+        failures.append("work not completed after the stream ran it")
+    say(f"rank {rank}: all_reduce returned after {returned_after * 1e3:.1f} ms with the "
+        f"stream busy")
+    # The future: CUDA-aware, its value ready for the stream that waits on it.
+    x = torch.full((4099,), float(rank), device=dev)
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    doubled = fut.then(lambda f: f.value()[0] * 2)
+    expect_equal("future value", fut.wait()[0], torch.full((4099,), float(sum(range(world)))))
+    expect_equal("future .then", doubled.wait(), torch.full((4099,), 2.0 * sum(range(world))))
+
+    # ---- CPU and CUDA operations on one group keep program order ---------------
+    for i in range(5):
+        a = torch.full((513,), float(i + rank), device=dev)
+        b = torch.full((257,), float(i * rank))
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+        expect_equal(f"mixed round {i} cuda", a,
+                     torch.full((513,), float(sum(i + r for r in range(world)))))
+        expect_equal(f"mixed round {i} cpu", b,
+                     torch.full((257,), float(sum(i * r for r in range(world)))))
+    dist.barrier()
+
+    # ---- DDP on a CUDA model ---------------------------------------------------
+    torch.manual_seed(0)  # the same initial weights on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 8)).to(dev)
+    reference = [p.detach().clone() for p in model.parameters()]
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index],
+                                                    bucket_cap_mb=0.001)
+    g = torch.Generator().manual_seed(1234 + rank)
+    inputs = [torch.randn(16, 32, generator=g) for _ in range(world)]
+    ddp(inputs[0].to(dev)).sum().backward()
+    grads = [p.grad.detach().cpu() for p in ddp.parameters()]
+    # Reference: each rank's gradients from the same weights, averaged here.
+    local = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    with torch.no_grad():
+        for p, w in zip(local.parameters(), reference):
+            p.copy_(w.cpu())
+    per_rank = []
+    for r in range(world):
+        local.zero_grad()
+        gr = torch.Generator().manual_seed(1234 + r)
+        local(torch.randn(16, 32, generator=gr)).sum().backward()
+        per_rank.append([p.grad.detach().clone() for p in local.parameters()])
+    for i, got in enumerate(grads):
+        want = sum(pr[i] for pr in per_rank) / world
+        checks[0] += 1
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+            failures.append(f"DDP grad {i}: max diff {(got - want).abs().max().item()}")
+
+    # ---- refused by name -------------------------------------------------------
+    if world > 1:
+        checks[0] += 1
+        try:
+            dist.send(torch.zeros(3, device=dev), dst=(rank + 1) % world)
+            failures.append("send of a CUDA tensor: no error")
+        except RuntimeError as e:
+            if "send of CUDA tensors is not supported yet" not in str(e):
+                failures.append(f"send of a CUDA tensor: {e}")
+
+    dist.destroy_process_group()
+    say(f"rank {rank}: {checks[0]} checks, {len(failures)} failed")
+    if failures:
+        raise AssertionError("\n".join(failures[:20]))
+
+
+if __name__ == "__main__":
+    require_coil_torch()
+    import torch
+    if not torch.cuda.is_available():
+        print("SKIP: torch sees no CUDA device (torch.cuda.is_available() is False; "
+              f"torch {torch.__version__}, built with CUDA {torch.version.cuda})")
+        sys.exit(SKIP)
+    run_worlds("test_cuda", worker, WORLD_SIZES, timeout=300)
