@@ -1,0 +1,57 @@
+#include "topo/pci_path.h"
+
+#include <algorithm>
+
+namespace coil::topo {
+
+PciPath pathBetween(const PciLocation& a, const PciLocation& b) {
+  if (!a.busId.empty() && a.busId == b.busId) return PciPath::kSelf;
+  const bool sameNode = a.numaNode >= 0 && a.numaNode == b.numaNode;
+  if (a.numaNode >= 0 && b.numaNode >= 0 && !sameNode) return PciPath::kSys;
+  // The bridges both devices hang from; bridges[0] is their host bridge.
+  const size_t shared = static_cast<size_t>(
+      std::mismatch(a.bridges.begin(), a.bridges.end(), b.bridges.begin(), b.bridges.end()).first -
+      a.bridges.begin());
+  if (shared == 0) return sameNode ? PciPath::kNode : PciPath::kSys;
+  if (shared == 1) return PciPath::kPhb;
+  const size_t belowA = a.bridges.size() - shared, belowB = b.bridges.size() - shared;
+  return belowA <= 1 && belowB <= 1 ? PciPath::kPix : PciPath::kPxb;
+}
+
+const char* pathName(PciPath path) {
+  switch (path) {
+    case PciPath::kSelf:
+      return "X";
+    case PciPath::kPix:
+      return "PIX";
+    case PciPath::kPxb:
+      return "PXB";
+    case PciPath::kPhb:
+      return "PHB";
+    case PciPath::kNode:
+      return "NODE";
+    case PciPath::kSys:
+      return "SYS";
+  }
+  return "?";
+}
+
+const char* pathMeaning(PciPath path) {
+  switch (path) {
+    case PciPath::kSelf:
+      return "the same device";
+    case PciPath::kPix:
+      return "through at most one PCIe switch (bridge)";
+    case PciPath::kPxb:
+      return "through several PCIe bridges, without the host bridge";
+    case PciPath::kPhb:
+      return "through a PCIe host bridge (typically the CPU)";
+    case PciPath::kNode:
+      return "through the links between PCIe host bridges of one NUMA node";
+    case PciPath::kSys:
+      return "across NUMA nodes (the SMP interconnect), or a NUMA node unknown";
+  }
+  return "?";
+}
+
+}  // namespace coil::topo
