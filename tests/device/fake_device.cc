@@ -1,0 +1,231 @@
+#include "tests/device/fake_device.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+namespace coil::device {
+namespace {
+
+// The waits on a word that streams are blocked in right now. An allocation
+// counts against the rule only while one of them is still unreleased (a
+// wait whose word has just reached its ticket is about to end).
+struct BlockedWait {
+  const volatile uint32_t* word;
+  uint32_t ticket;
+};
+std::mutex gWaitsMutex;
+std::vector<BlockedWait> gWaits;
+std::atomic<int> gAllocWhileWaiting{0};  // allocations/frees made while one was unreleased
+
+bool released(const BlockedWait& w) {
+  return static_cast<int32_t>(__atomic_load_n(w.word, __ATOMIC_ACQUIRE) - w.ticket) >= 0;
+}
+
+std::mutex gDeviceMutex;
+std::set<const void*> gDeviceBlocks;  // allocDevice's blocks (their first byte)
+
+void noteAllocation() {
+  std::lock_guard<std::mutex> lock(gWaitsMutex);
+  for (const BlockedWait& w : gWaits)
+    if (!released(w)) {
+      ++gAllocWhileWaiting;
+      return;
+    }
+}
+
+struct FakeEvent {
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t recorded = 0, reached = 0;  // generation recorded / generation its stream passed
+};
+
+class FakeStream {
+ public:
+  FakeStream() : thread_([this] { loop(); }) {}
+  ~FakeStream() {
+    push(nullptr);
+    thread_.join();
+  }
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      ops_.push_back(std::move(op));
+      ++pushed_;
+    }
+    cv_.notify_all();
+  }
+  void sync() {
+    std::unique_lock<std::mutex> lock(m_);
+    const uint64_t target = pushed_;
+    cv_.wait(lock, [&] { return done_ >= target; });
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> op;
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return !ops_.empty(); });
+        op = std::move(ops_.front());
+        ops_.pop_front();
+      }
+      if (!op) return;
+      op();
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        ++done_;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> ops_;
+  uint64_t pushed_ = 0, done_ = 0;
+  std::thread thread_;
+};
+
+// The legacy default stream (a null Stream), made on first use.
+FakeStream& defaultStream() {
+  static FakeStream* s = new FakeStream();  // never destroyed: threads may still use it at exit
+  return *s;
+}
+
+FakeStream& streamOf(Stream s) { return s ? *static_cast<FakeStream*>(s) : defaultStream(); }
+
+// A free synchronises with the device, as cudaFree and cudaFreeHost do: it
+// lets the waits that are released but not yet over finish first (one of
+// them may read the memory being freed). An unreleased wait would make a
+// real free wait forever; noteAllocation has counted it, and this returns.
+void synchroniseForFree() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(gWaitsMutex);
+      bool pending = false;
+      for (const BlockedWait& w : gWaits) pending = pending || released(w);
+      if (!pending) return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+bool available() { return true; }
+std::string unavailableReason() { return {}; }
+std::string buildDescription() { return "fake device (tests/device/fake_device.cc)"; }
+
+MemKind kindOf(const void* ptr) {
+  std::lock_guard<std::mutex> lock(gDeviceMutex);
+  auto it = gDeviceBlocks.upper_bound(ptr);
+  if (it == gDeviceBlocks.begin()) return MemKind::kHost;
+  --it;
+  return ptr == *it ? MemKind::kDevice : MemKind::kHost;  // the tests pass block starts
+}
+
+int currentDevice() { return 0; }
+void setDevice(int) {}
+int deviceCount() { return 1; }
+
+void* allocDevice(size_t bytes) {
+  noteAllocation();
+  void* p = std::malloc(bytes > 0 ? bytes : 1);
+  std::lock_guard<std::mutex> lock(gDeviceMutex);
+  gDeviceBlocks.insert(p);
+  return p;
+}
+
+void freeDevice(void* ptr) noexcept {
+  if (!ptr) return;
+  noteAllocation();
+  synchroniseForFree();
+  {
+    std::lock_guard<std::mutex> lock(gDeviceMutex);
+    gDeviceBlocks.erase(ptr);
+  }
+  std::free(ptr);
+}
+
+void* allocPinned(size_t bytes) {
+  noteAllocation();
+  return std::calloc(1, bytes > 0 ? bytes : 1);
+}
+
+void freePinned(void* ptr) noexcept {
+  if (!ptr) return;
+  noteAllocation();
+  synchroniseForFree();
+  std::free(ptr);
+}
+
+Stream createStream() { return new FakeStream(); }
+void destroyStream(Stream stream) noexcept { delete static_cast<FakeStream*>(stream); }
+
+void copyAsync(void* dst, const void* src, size_t bytes, Stream stream) {
+  if (bytes == 0) return;
+  streamOf(stream).push([=] { std::memcpy(dst, src, bytes); });
+}
+
+Event createEvent() { return new FakeEvent(); }
+void destroyEvent(Event event) noexcept { delete static_cast<FakeEvent*>(event); }
+
+void recordEvent(Event event, Stream stream) {
+  auto* e = static_cast<FakeEvent*>(event);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    generation = ++e->recorded;
+  }
+  streamOf(stream).push([e, generation] {
+    {
+      std::lock_guard<std::mutex> lock(e->m);
+      e->reached = std::max(e->reached, generation);
+    }
+    e->cv.notify_all();
+  });
+}
+
+void syncEvent(Event event) {
+  auto* e = static_cast<FakeEvent*>(event);
+  std::unique_lock<std::mutex> lock(e->m);
+  const uint64_t target = e->recorded;
+  e->cv.wait(lock, [&] { return e->reached >= target; });
+}
+
+void syncStream(Stream stream) { streamOf(stream).sync(); }
+
+void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket) {
+  streamOf(stream).push([word, ticket] {
+    const BlockedWait me{word, ticket};
+    {
+      std::lock_guard<std::mutex> lock(gWaitsMutex);
+      gWaits.push_back(me);
+    }
+    while (!released(me)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::lock_guard<std::mutex> lock(gWaitsMutex);
+    for (auto it = gWaits.begin(); it != gWaits.end(); ++it)
+      if (it->word == word && it->ticket == ticket) {
+        gWaits.erase(it);
+        break;
+      }
+  });
+}
+
+namespace fake {
+
+void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream).push(std::move(fn)); }
+int allocationsWhileWaiting() { return gAllocWhileWaiting.load(); }
+void resetCounters() { gAllocWhileWaiting = 0; }
+
+}  // namespace fake
+}  // namespace coil::device

@@ -1,0 +1,26 @@
+// A GPU made of host threads, for testing StagedStream without one.
+//
+// It implements src/device/device.h: "device memory" is host memory from
+// allocDevice (so kindOf can tell it apart), each stream is a thread that
+// runs its operations in order (copies, event records, waits on a word in
+// memory, and test-only operations), and events complete when their
+// stream reaches them. What it checks as it goes, as a real GPU would not:
+// nothing is allocated or freed while a stream waits on a word (the
+// implicit-synchronisation hazard, staged_stream.h), and copies touch only
+// memory that exists.
+#pragma once
+
+#include <functional>
+
+#include "device/device.h"
+
+namespace coil::device::fake {
+
+/// Queues `fn` on `stream`, run by the stream's thread in order with the rest.
+void enqueueHostWork(Stream stream, std::function<void()> fn);
+/// Allocations and frees made while some stream was waiting on a word.
+int allocationsWhileWaiting();
+/// Resets the counters above.
+void resetCounters();
+
+}  // namespace coil::device::fake

@@ -1,0 +1,274 @@
+// StagedStream (src/device/staged_stream.h) on a fake GPU made of host
+// threads (fake_device.h): the host side of the device path, which a
+// machine without a GPU can still check. Stream order, the staging layout
+// (in place, overlapping, pinned block and bounce path), failures, drain,
+// and that no CUDA memory is allocated while a stream waits.
+#include "device/staged_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "tests/device/fake_device.h"
+
+namespace coil::device {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A block of fake device memory.
+class DeviceBytes {
+ public:
+  explicit DeviceBytes(size_t n) : n_(n), p_(static_cast<uint8_t*>(allocDevice(n))) {
+    for (size_t i = 0; i < n; ++i) p_[i] = static_cast<uint8_t>(i * 7 + 3);
+  }
+  ~DeviceBytes() { freeDevice(p_); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  uint8_t* get() const { return p_; }
+  size_t size() const { return n_; }
+  std::vector<uint8_t> snapshot() const { return std::vector<uint8_t>(p_, p_ + n_); }
+
+ private:
+  size_t n_;
+  uint8_t* p_;
+};
+
+// Holds a stream back until open() (a stream operation that blocks).
+class Gate {
+ public:
+  void hold(Stream s) {
+    fake::enqueueHostWork(s, [this] {
+      while (!open_.load()) std::this_thread::sleep_for(100us);
+    });
+  }
+  void open() { open_ = true; }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+struct Errors {
+  std::mutex m;
+  std::vector<std::string> messages;
+  StagedStream::OnError sink() {
+    return [this](const Error& e) {
+      std::lock_guard<std::mutex> lock(m);
+      messages.push_back(e.what());
+    };
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(m);
+    return messages.size();
+  }
+};
+
+// What the stream sees once it gets past everything queued on it so far.
+std::vector<uint8_t> readInStreamOrder(Stream s, const DeviceBytes& b) {
+  std::vector<uint8_t> seen;
+  fake::enqueueHostWork(s, [&] { seen = b.snapshot(); });
+  syncStream(s);
+  return seen;
+}
+
+// Adds `delta` to every staged byte of [p, p + n).
+StagedStream::Body addTo(const void* p, size_t n, int delta, std::atomic<int>* ran = nullptr) {
+  return [=](const StagedStream::HostOf& hostOf) {
+    auto* h = static_cast<uint8_t*>(hostOf(p));
+    ASSERT_NE(h, nullptr);
+    for (size_t i = 0; i < n; ++i) h[i] = static_cast<uint8_t>(h[i] + delta);
+    if (ran) ++*ran;
+  };
+}
+
+std::vector<uint8_t> plus(std::vector<uint8_t> v, int delta) {
+  for (auto& x : v) x = static_cast<uint8_t>(x + delta);
+  return v;
+}
+
+class StagedStreamTest : public ::testing::TestWithParam<size_t> {  // the pinned staging bytes
+ protected:
+  void SetUp() override { fake::resetCounters(); }
+  void TearDown() override {
+    EXPECT_EQ(fake::allocationsWhileWaiting(), 0)
+        << "CUDA memory was allocated or freed while a stream waited on a word";
+  }
+};
+
+TEST_P(StagedStreamTest, ACallReturnsAtOnceAndItsStreamSeesTheResult) {
+  Errors errors;
+  Stream s = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    for (size_t n : {size_t{1}, size_t{4096}, size_t{3 << 20} + 13}) {
+      DeviceBytes buf(n);
+      const auto before = buf.snapshot();
+      Gate gate;
+      gate.hold(s);
+      std::atomic<int> ran{0};
+      staged.enqueue({{buf.get(), n, true, true}}, addTo(buf.get(), n, 5, &ran), s);
+      std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(ran.load(), 0) << "the body ran before its stream reached it";
+      EXPECT_EQ(buf.snapshot(), before);
+      gate.open();
+      EXPECT_EQ(readInStreamOrder(s, buf), plus(before, 5)) << n << " bytes";
+      EXPECT_EQ(ran.load(), 1);
+    }
+  }
+  destroyStream(s);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// Out of place, and an in-place all-gather's overlap (send inside recv): the
+// staged copies keep their relative positions.
+TEST_P(StagedStreamTest, OverlappingRangesKeepTheirPositions) {
+  Errors errors;
+  Stream s = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    const size_t block = (size_t{1} << 20) + 5, ranks = 3, rank = 1;
+    DeviceBytes all(block * ranks);
+    uint8_t* send = all.get() + rank * block;
+    const auto before = all.snapshot();
+    staged.enqueue({{send, block, true, false}, {all.get(), block * ranks, false, true}},
+                   [&](const StagedStream::HostOf& hostOf) {
+                     auto* r = static_cast<uint8_t*>(hostOf(all.get()));
+                     auto* snd = static_cast<uint8_t*>(hostOf(send));
+                     ASSERT_EQ(snd, r + rank * block) << "send is no longer inside recv";
+                     for (size_t i = 0; i < block * ranks; ++i)
+                       if (i / block != rank) r[i] = static_cast<uint8_t>(i % 251);
+                   },
+                   s);
+    auto want = before;
+    for (size_t i = 0; i < block * ranks; ++i)
+      if (i / block != rank) want[i] = static_cast<uint8_t>(i % 251);
+    EXPECT_EQ(readInStreamOrder(s, all), want);
+
+    DeviceBytes in(4099), out(4099);
+    staged.enqueue({{in.get(), in.size(), true, false}, {out.get(), out.size(), false, true}},
+                   [&](const StagedStream::HostOf& hostOf) {
+                     std::memcpy(hostOf(out.get()), hostOf(in.get()), in.size());
+                     auto* o = static_cast<uint8_t*>(hostOf(out.get()));
+                     o[0] = 42;
+                   },
+                   s);
+    auto wantOut = in.snapshot();
+    wantOut[0] = 42;
+    EXPECT_EQ(readInStreamOrder(s, out), wantOut);
+  }
+  destroyStream(s);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// A body that throws: the stream goes on, the outputs keep what they held,
+// the error is reported, and the next call works.
+TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndKeepsItsOutputs) {
+  Errors errors;
+  Stream s = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    for (size_t n : {size_t{100}, size_t{5 << 20}}) {
+      DeviceBytes buf(n);
+      const auto before = buf.snapshot();
+      staged.enqueue({{buf.get(), n, true, true}},
+                     [&](const StagedStream::HostOf& hostOf) {
+                       std::memset(hostOf(buf.get()), 0, n);  // half-done work...
+                       fail(coilRemoteError, "peer 2 is gone");  // ...then the call fails
+                     },
+                     s);
+      EXPECT_EQ(readInStreamOrder(s, buf), before) << n << " bytes";
+      staged.enqueue({{buf.get(), n, true, true}}, addTo(buf.get(), n, 1), s);
+      EXPECT_EQ(readInStreamOrder(s, buf), plus(before, 1));
+    }
+  }
+  destroyStream(s);
+  ASSERT_EQ(errors.count(), 2u);
+  EXPECT_NE(errors.messages[0].find("peer 2 is gone"), std::string::npos) << errors.messages[0];
+}
+
+// Calls run in the order they were made, whichever stream reaches its call
+// first; a call on a held stream holds back the later calls of the same
+// StagedStream (their tickets come after), not another StagedStream's.
+TEST_P(StagedStreamTest, CallsRunInIssueOrderAndOtherCommunicatorsGoOn) {
+  Errors errors;
+  Stream held = createStream(), running = createStream();
+  {
+    StagedStream first(0, errors.sink(), GetParam());
+    StagedStream second(0, errors.sink(), GetParam());
+    DeviceBytes a(64), b(64), c(64);
+    std::mutex m;
+    std::vector<char> order;
+    auto note = [&](char x) {
+      return [&, x](const StagedStream::HostOf&) {
+        std::lock_guard<std::mutex> lock(m);
+        order.push_back(x);
+      };
+    };
+    Gate gate;
+    gate.hold(held);
+    first.enqueue({{a.get(), 64, true, true}}, note('a'), held);
+    first.enqueue({{b.get(), 64, true, true}}, note('b'), running);
+    second.enqueue({{c.get(), 64, true, true}}, note('c'), running);
+    std::this_thread::sleep_for(30ms);
+    {
+      std::lock_guard<std::mutex> lock(m);
+      EXPECT_TRUE(order.empty() || (order.size() == 1 && order[0] == 'c'))
+          << "b ran before a, whose stream had not reached it";
+    }
+    gate.open();
+    syncStream(held);
+    syncStream(running);
+    first.drain();
+    second.drain();
+    std::lock_guard<std::mutex> lock(m);
+    ASSERT_EQ(order.size(), 3u);
+    EXPECT_LT(std::find(order.begin(), order.end(), 'a'), std::find(order.begin(), order.end(), 'b'));
+  }
+  destroyStream(held);
+  destroyStream(running);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+TEST_P(StagedStreamTest, DrainWaitsForEveryCallMadeBeforeIt) {
+  Errors errors;
+  Stream s = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    DeviceBytes buf(1000);
+    Gate gate;
+    gate.hold(s);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 5; ++i) staged.enqueue({{buf.get(), 1000, true, true}}, addTo(buf.get(), 1000, 1, &ran), s);
+    staged.enqueue({}, [&](const StagedStream::HostOf&) { ++ran; }, s);  // moves no bytes
+    std::atomic<bool> drained{false};
+    std::thread waiter([&] {
+      staged.drain();
+      drained = true;
+    });
+    std::this_thread::sleep_for(30ms);
+    EXPECT_FALSE(drained.load());
+    gate.open();
+    waiter.join();
+    EXPECT_EQ(ran.load(), 6);
+  }
+  destroyStream(s);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// 0: every call bounces; 1 MiB: small calls pinned, the 3 and 5 MiB ones
+// bounce (in chunks of the 4 MiB bounce buffer); 32 MiB (the default):
+// everything here is staged in the pinned block.
+INSTANTIATE_TEST_SUITE_P(Staging, StagedStreamTest,
+                         ::testing::Values(size_t{0}, size_t{1} << 20,
+                                           StagedStream::kDefaultStagingBytes),
+                         [](const auto& info) { return std::to_string(info.param >> 10) + "KiB"; });
+
+}  // namespace
+}  // namespace coil::device
