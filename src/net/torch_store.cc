@@ -22,20 +22,25 @@ class QueryBuilder {
   explicit QueryBuilder(Query type) { bytes_.push_back(static_cast<uint8_t>(type)); }
   template <typename T>
   QueryBuilder& value(T v) {
-    const auto* p = reinterpret_cast<const uint8_t*>(&v);
-    bytes_.insert(bytes_.end(), p, p + sizeof v);
+    append(&v, sizeof v);
     return *this;
   }
   QueryBuilder& bytes(const void* data, size_t n) {
     value<uint64_t>(n);
-    const auto* p = static_cast<const uint8_t*>(data);
-    bytes_.insert(bytes_.end(), p, p + n);
+    append(data, n);
     return *this;
   }
   QueryBuilder& string(const std::string& s) { return bytes(s.data(), s.size()); }
   const std::vector<uint8_t>& done() const { return bytes_; }
 
  private:
+  // resize + memcpy rather than vector::insert of a pointer range, which
+  // GCC 12 misreads as an out-of-bounds copy (-Warray-bounds) once inlined.
+  void append(const void* data, size_t n) {
+    const size_t at = bytes_.size();
+    bytes_.resize(at + n);
+    if (n > 0) std::memcpy(bytes_.data() + at, data, n);
+  }
   std::vector<uint8_t> bytes_;
 };
 
