@@ -216,7 +216,7 @@ TEST_P(GroupInit, OneThreadSplitsEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GroupInit, ::testing::Values(3, 5),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+                         [](const auto& info) { return std::string("n").append(std::to_string(info.param)); });
 
 // A rank that never comes: the group's inits fail at their deadline, every
 // handle reports the error, and each can be destroyed.
@@ -314,7 +314,7 @@ TEST_P(NonBlockingInit, SplitReturnsInProgressToo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, NonBlockingInit, ::testing::Values(3, 5),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+                         [](const auto& info) { return std::string("n").append(std::to_string(info.param)); });
 
 [[maybe_unused]] auto* const kNoShmLeftBehind =
     ::testing::AddGlobalTestEnvironment(newShmLeakCheck());
