@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# All-reduce across "hosts" joined by a slow link, on one machine: network
+# namespaces joined by a veth pair act as hosts, a token bucket (tc tbf)
+# on both ends caps the link's rate, as a cluster's inter-host link is slow
+# against the hosts' shared memory. (This machine's kernel has no netem, so
+# no added delay; the qemu guest of tests/rxe has one, for delay studies.) Ranks in one namespace talk over shm, across over
+# tcp. For each size and algorithm (COIL_ALGO), coil_perf's all-reduce
+# busbw; first, the link as coil's tcp sees it (sendrecv between one rank
+# per host), so every figure can be read against what the link gives.
+#
+#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5]
+#
+# Needs root and iproute2 (ip, tc); addresses stay inside the
+# namespaces it makes. docs/performance.md derives the bounds.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+perf=${COIL_PERF:-$root/build/benchmarks/perf/coil_perf}
+rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring tree" iters=5
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rate) rate=$2; shift 2 ;;
+    --per-host) perHost=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --algos) algos=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N]" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
+[ -x "$perf" ] || { echo "no coil_perf at $perf (build first, or set COIL_PERF)" >&2; exit 1; }
+
+suffix=$$
+nsA=coilsA$suffix nsB=coilsB$suffix vethA=csa$suffix vethB=csb$suffix
+addrA=10.214.9.1 addrB=10.214.9.2
+logdir=$(mktemp -d)
+cleanup() { ip netns del "$nsA" 2>/dev/null; ip netns del "$nsB" 2>/dev/null; rm -rf "$logdir"; }
+trap cleanup EXIT
+ip netns add "$nsA" && ip netns add "$nsB" || exit 1
+ip link add "$vethA" type veth peer name "$vethB" || exit 1
+ip link set "$vethA" netns "$nsA"; ip link set "$vethB" netns "$nsB"
+ip -n "$nsA" addr add "$addrA/24" dev "$vethA"; ip -n "$nsB" addr add "$addrB/24" dev "$vethB"
+for ns in "$nsA" "$nsB"; do ip -n "$ns" link set lo up; done
+ip -n "$nsA" link set "$vethA" up; ip -n "$nsB" link set "$vethB" up
+# Burst: a few 64 KiB TSO segments; latency: how long a packet may queue.
+for pair in "$nsA $vethA" "$nsB $vethB"; do
+  set -- $pair
+  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 20ms ||
+    { echo "tc tbf failed" >&2; exit 1; }
+done
+
+port=$((21000 + suffix % 20000))
+# run WORLD COLLECTIVE SIZE [ENV...]: ranks 0..perHost-1 in A, the rest in B;
+# prints rank 0's result row.
+run() {
+  local world=$1 coll=$2 size=$3; shift 3
+  local pids=() r ns ifname
+  port=$((port + 1))
+  for ((r = 0; r < world; r++)); do
+    if [ $r -lt $((world / 2)) ]; then ns=$nsA ifname=$vethA; else ns=$nsB ifname=$vethB; fi
+    ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=$addrA MASTER_PORT=$port \
+      COIL_SOCKET_IFNAME=$ifname "$@" \
+      "$perf" -C "$coll" -b "$size" -e "$size" -n "$iters" -w 1 -c 1 -T 120 >"$logdir/out$r" 2>"$logdir/err$r" &
+    pids+=($!)
+  done
+  local status=0
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  if [ $status != 0 ]; then echo "  FAILED: $coll $size $*"; tail -3 "$logdir"/err*; return 1; fi
+  grep -E "^ +[0-9]+ " "$logdir/out0" | tail -1
+}
+
+echo "# two hosts x $perHost ranks, link: tbf rate $rate each way; $(date -u '+%F %H:%M') UTC"
+echo "# the link as coil's tcp sees it: sendrecv, one rank per host (busbw = bytes one way / time)"
+for size in $sizes; do echo "sendrecv $size: $(run 2 sendrecv "$size")"; done
+echo "# all-reduce, $((2 * perHost)) ranks"
+for algo in $algos; do
+  for size in $sizes; do
+    echo "allreduce $algo $size: $(run $((2 * perHost)) allreduce "$size" COIL_ALGO=allreduce:$algo)"
+  done
+done
