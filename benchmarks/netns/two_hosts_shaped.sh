@@ -15,7 +15,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 perf=${COIL_PERF:-$root/build/benchmarks/perf/coil_perf}
-rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring tree" iters=5
+rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
@@ -72,8 +72,17 @@ echo "# two hosts x $perHost ranks, link: tbf rate $rate each way; $(date -u '+%
 echo "# the link as coil's tcp sees it: sendrecv, one rank per host (busbw = bytes one way / time)"
 for size in $sizes; do echo "sendrecv $size: $(run 2 sendrecv "$size")"; done
 echo "# all-reduce, $((2 * perHost)) ranks"
+# "auto": no COIL_ALGO, the cost model chooses (rank 0's COLL log names it).
 for algo in $algos; do
   for size in $sizes; do
-    echo "allreduce $algo $size: $(run $((2 * perHost)) allreduce "$size" COIL_ALGO=allreduce:$algo)"
+    if [ "$algo" = auto ]; then
+      row=$(run $((2 * perHost)) allreduce "$size" COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL)
+      # The algorithm of most of its all-reduces (coil_perf adds a few small ones of its own).
+      chose=$(grep -o "allreduce [^:]*: [a-z]*" "$logdir/err0" | awk '{print $NF}' | sort | uniq -c |
+              sort -rn | awk 'NR == 1 {print $2}')
+      echo "allreduce auto($chose) $size: $row"
+    else
+      echo "allreduce $algo $size: $(run $((2 * perHost)) allreduce "$size" COIL_ALGO=allreduce:$algo)"
+    fi
   done
 done

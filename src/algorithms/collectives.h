@@ -27,5 +27,8 @@ void doubleTreeAllReduce(Primitives& p, const CallShape& shape);
 void treeBroadcast(Primitives& p, const CallShape& shape);
 void treeReduce(Primitives& p, const CallShape& shape);  // result on shape.root; ranks with two
                                                          // children accumulate in place
+// hierarchical.cc — inside each host, across hosts on rails, inside again
+// (shape.hostOf; input == output)
+void hierarchicalAllReduce(Primitives& p, const CallShape& shape);
 
 }  // namespace coil::algo

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace coil::algo {
 
@@ -55,6 +56,9 @@ struct CallShape {
   size_t count;       // elements
   size_t chunkElems;  // most elements one primitive call may move (> 0)
   int root = 0;       // for rooted collectives
+  /// The host of each rank (dense indexes, by rank), for algorithms that
+  /// follow the machine (hierarchical); null: all ranks on one host.
+  const std::vector<int>* hostOf = nullptr;
 };
 
 }  // namespace coil::algo

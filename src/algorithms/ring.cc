@@ -32,18 +32,25 @@
 namespace coil::algo {
 
 void ringAllReduce(Primitives& p, const CallShape& shape) {
-  const int n = shape.nranks;
-  const int r = shape.rank;
+  std::vector<int> everyone(static_cast<size_t>(shape.nranks));
+  for (int r = 0; r < shape.nranks; ++r) everyone[r] = r;
+  ringAllReduceOver(p, everyone, shape.rank, 0, shape.count, shape.chunkElems);
+}
+
+void ringAllReduceOver(Primitives& p, const std::vector<int>& members, int me, size_t offset,
+                       size_t count, size_t chunkElems) {
+  const int n = static_cast<int>(members.size());
+  const int r = me;
   if (n == 1) {
-    p.copy(0, 0, shape.count);
+    p.copy(offset, offset, count);
     return;
   }
-  const int prev = mod(r - 1, n);
-  const int next = mod(r + 1, n);
-  const size_t roundElems = shape.chunkElems * static_cast<size_t>(n);
+  const int prev = members[mod(r - 1, n)];
+  const int next = members[mod(r + 1, n)];
+  const size_t roundElems = chunkElems * static_cast<size_t>(n);
 
-  for (size_t base = 0; base < shape.count; base += roundElems) {
-    const size_t len = std::min(roundElems, shape.count - base);
+  for (size_t base = offset; base < offset + count; base += roundElems) {
+    const size_t len = std::min(roundElems, offset + count - base);
     auto chunk = [&](int c) { return evenPart(base, len, n, mod(c, n)); };
 
     // Reduce-scatter.

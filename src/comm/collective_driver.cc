@@ -88,6 +88,8 @@ Program programFor(CollKind kind, tune::Algo a) {
   const bool tree = a == tune::Algo::kTree;
   switch (kind) {
     case CollKind::AllReduce:
+      if (a == tune::Algo::kHier) return algo::hierarchicalAllReduce;
+      return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
     case CollKind::Barrier: return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
     case CollKind::Broadcast: return tree ? algo::treeBroadcast : algo::ringBroadcast;
     case CollKind::Reduce: return tree ? algo::treeReduce : algo::chainReduce;
@@ -198,7 +200,8 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
 
   // Buffer layouts the algorithms expect (collectives.h).
   const bool tree = choice.algorithm == tune::Algo::kTree;
-  const bool inPlaceAlgo = (c.kind == CollKind::AllReduce && tree) ||
+  const bool hier = choice.algorithm == tune::Algo::kHier;
+  const bool inPlaceAlgo = (c.kind == CollKind::AllReduce && (tree || hier)) ||
                            (c.kind == CollKind::Broadcast && tree) || c.kind == CollKind::AllGather;
   if (inPlaceAlgo) {
     const size_t bytes = c.count * esize;
@@ -232,7 +235,7 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   COIL_INFO(kColl, data.description, ": ", tune::algoName(choice.algorithm), ", chunk ", chunkElems,
             " elements");
 
-  algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root};
+  algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root, &hostOfRank_};
   algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
   programFor(c.kind, choice.algorithm)(exec, shape);
 }

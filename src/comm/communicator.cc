@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -140,6 +141,15 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
   topology.cores = onlineCpus();
+  std::vector<int> ranksOnHost;
+  for (int h : hostOfRank_) {
+    if (h >= static_cast<int>(ranksOnHost.size())) ranksOnHost.resize(h + 1, 0);
+    ++ranksOnHost[h];
+  }
+  topology.hosts = static_cast<int>(ranksOnHost.size());
+  topology.smallestHost = *std::min_element(ranksOnHost.begin(), ranksOnHost.end());
+  topology.largestHost = *std::max_element(ranksOnHost.begin(), ranksOnHost.end());
+  topology.local = localTraits().fifo;
   topology.cacheBytes = lastLevelCacheBytes();
   model_ = tune::Model(topology);
   agreeOnModel(*bootstrap_, rank, nranks, algoSpec, model_);
@@ -203,6 +213,15 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
     infos.push_back(rec.peer);
   }
 
+  // Which ranks share a host, as dense indexes by first appearance: the
+  // same on every rank (the hierarchical all-reduce and its cost use it).
+  hostOfRank_.assign(static_cast<size_t>(nranks_), 0);
+  std::vector<uint64_t> hostHashes;
+  for (int r = 0; r < nranks_; ++r) {
+    auto it = std::find(hostHashes.begin(), hostHashes.end(), infos[r].hostHash);
+    if (it == hostHashes.end()) it = hostHashes.insert(hostHashes.end(), infos[r].hostHash);
+    hostOfRank_[r] = static_cast<int>(it - hostHashes.begin());
+  }
   peers_.assign(static_cast<size_t>(nranks_), nullptr);
   linkOf_.assign(static_cast<size_t>(nranks_), -1);
   if (share.lease) {
@@ -451,6 +470,21 @@ void Communicator::closeAll() noexcept {
 void Communicator::barrier() {
   uint8_t token = 1, out = 0;
   collective({algo::CollKind::Barrier, &token, &out, 1, coilUint8, coilMax, 0});
+}
+
+// The costs inside one host: the cheapest transport of this build that maps
+// its peers' memory (one that only runs between ranks of a host). Taken from
+// the build, not from this rank's peers, so every rank predicts alike.
+const transport::Traits& Communicator::localTraits() const {
+  static const transport::Traits local = [] {
+    std::optional<transport::Traits> best;
+    for (const std::string& name : transport::registeredTransports()) {
+      const transport::Traits t = transport::createTransport(name)->traits();
+      if (t.peerMemoryMapped && (!best || t.fifo.betaUsPerB < best->fifo.betaUsPerB)) best = t;
+    }
+    return best ? *best : transport::createTransport(transport::registeredTransports().front())->traits();
+  }();
+  return local;
 }
 
 // The links a collective waits on longest set its costs: the transport

@@ -172,6 +172,7 @@ class Communicator {
   void noticePeers(const std::string& message) noexcept;
   void checkUsable() const;
   const transport::Traits& slowestTraits() const;
+  const transport::Traits& localTraits() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
   // The fingerprint of a rooted call's agreement step, and the step itself
   // (call_agreement.cc): every rank fails if any rank is in another call.
@@ -196,6 +197,7 @@ class Communicator {
   LinkLease links_;                            // transports and connections
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
+  std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
   struct Registration {
     void* buffer;
     size_t bytes;

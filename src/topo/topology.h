@@ -45,7 +45,8 @@ struct PciIds {
   uint16_t vendor = 0;  // 0x10de NVIDIA, 0x15b3 Mellanox, ...
   uint16_t device = 0;
   uint16_t classId = 0;  // 0x0302 3D controller, 0x0200 Ethernet, 0x0207 InfiniBand, ...
-  std::string model;     // hwloc's PCIDevice text when it knows the name; may be empty
+  std::string model;     // hwloc's PCIDevice text when it knows the name (an XML file may
+                         // carry it; discover() does not load the pci.ids plugin); may be empty
 };
 
 /// A network adapter: a PCI device with a network interface or an RDMA

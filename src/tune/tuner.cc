@@ -60,7 +60,7 @@ const std::map<std::string, Algo>& algoNames() {
   static const std::map<std::string, Algo> names = {
       {"ring", Algo::kRing},       {"tree", Algo::kTree},         {"oneshot", Algo::kOneShot},
       {"slice", Algo::kSlice},     {"chain", Algo::kChain},       {"pairwise", Algo::kPairwise},
-      {"direct", Algo::kDirect}};
+      {"direct", Algo::kDirect},   {"hier", Algo::kHier}};
   return names;
 }
 
@@ -99,12 +99,14 @@ const char* algoName(Algo a) {
     case Algo::kChain: return "chain";
     case Algo::kPairwise: return "pairwise";
     case Algo::kDirect: return "direct";
+    case Algo::kHier: return "hier";
   }
   return "?";
 }
 
 Model::Model(const Topology& topology) : topo_(topology) {
   p_.ring = p_.tree = topo_.fifo;
+  p_.local = topo_.local;
   p_.fifoOneShot = topo_.oneShot;
   p_.windowOneShot = kWindowOneShot;
   p_.slice = kWindowSlice;
@@ -117,7 +119,7 @@ Model::Model(const Topology& topology) : topo_(topology) {
   // Oversubscription scales whatever the parameters describe (one rank per core).
   if (topo_.cores > 0 && topo_.nranks > topo_.cores) {
     const double share = static_cast<double>(topo_.nranks) / topo_.cores;
-    for (Cost* c : {&p_.ring, &p_.tree, &p_.fifoOneShot, &p_.windowOneShot, &p_.slice}) {
+    for (Cost* c : {&p_.ring, &p_.tree, &p_.fifoOneShot, &p_.windowOneShot, &p_.slice, &p_.local}) {
       c->alphaUs += c == &p_.windowOneShot || c == &p_.slice ? kWindowSwitchUsPerRank * topo_.nranks
                                                              : kFifoWakeUs;
       c->betaUsPerB *= share;
@@ -254,7 +256,8 @@ const Cost& Model::cost(Algo algorithm) const {
 
 const std::vector<Algo>& algorithmsFor(CollKind kind) {
   // A switch, not a map: this runs on every call.
-  static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice};
+  static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice,
+                                           Algo::kHier};
   static const std::vector<Algo> ringTree{Algo::kRing, Algo::kTree};
   static const std::vector<Algo> chainTree{Algo::kChain, Algo::kTree}, ring{Algo::kRing};
   static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
@@ -279,6 +282,9 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
   if (!has(kind, algorithm)) return false;
   switch (algorithm) {
     case Algo::kSlice: return topo_.windowSlotBytes != 0;
+    // Across hosts, with a host that has ranks to share the work (with one
+    // rank per host it would be the flat ring over the hosts).
+    case Algo::kHier: return topo_.hosts >= 2 && topo_.largestHost >= 2;
     case Algo::kOneShot:
       if (topo_.nranks < 2) return false;
       return bytes <= (oneShotUsesWindow() ? topo_.windowSlotBytes : topo_.fifoSlotBytes);
@@ -339,6 +345,21 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
             return m.alphaUs + (bytes > topo_.windowInlineBytes ? p_.lineTransferUs : 0.0) +
                    S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
           return m.alphaUs + (N - 1) * S * m.betaUsPerB + (N - 1) * S * m.gammaUsPerB;
+        case Algo::kHier: {
+          // hierarchical.cc: a ring of the H hosts per part (the K rails
+          // share each host's link, so together they move 2(H-1)/H·S over
+          // it), and two chains of the L ranks inside each host per part.
+          // Inside: each rank forwards every part but its own once per chain.
+          const double H = topo_.hosts, K = topo_.smallestHost, L = topo_.largestHost;
+          const Cost l = effectiveCost(p_.local, p_.cacheBytes, topo_.nranks, bytes);
+          const double rounds = std::max(1.0, std::ceil(S / (K * H * C)));
+          const double across = 2 * (H - 1) * rounds * m.alphaUs + 2 * (H - 1) / H * S * m.betaUsPerB +
+                                (H - 1) / H * S * m.gammaUsPerB;
+          const double fl = (L - 1) / L;
+          const double inside = 2 * (K * (L - 1) + std::ceil(S / C)) * l.alphaUs +
+                                2 * fl * S * l.betaUsPerB + fl * S * l.gammaUsPerB;
+          return across + inside;
+        }
         case Algo::kSlice: {
           // Two handshakes per piece; (n-1)/n·S copied in, S/n + (n-1)/n·S
           // copied out, (n-1)/n·S reduced.

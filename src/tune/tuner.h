@@ -30,9 +30,9 @@
 namespace coil::tune {
 
 /// Every algorithm coil has, over all collectives.
-enum class Algo { kRing, kTree, kOneShot, kSlice, kChain, kPairwise, kDirect };
+enum class Algo { kRing, kTree, kOneShot, kSlice, kChain, kPairwise, kDirect, kHier };
 
-/// "ring", "tree", "oneshot", "slice", "chain", "pairwise", "direct".
+/// "ring", "tree", "oneshot", "slice", "chain", "pairwise", "direct", "hier".
 const char* algoName(Algo a);
 
 /// α-β-γ parameters of one algorithm on one transport (see the file comment):
@@ -52,6 +52,11 @@ struct Topology {
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
   int cores = 0;                  // CPUs this process may run on; 0 = unknown
+  int hosts = 1;                  // hosts the ranks are on
+  int smallestHost = 1;           // ranks on the host with the fewest
+  int largestHost = 1;            // ranks on the host with the most
+  Cost local{};                   // FIFO costs inside a host (the hierarchical all-reduce's
+                                  // local phases); fifo's when every peer is local
   size_t cacheBytes = 0;          // last-level cache; 0 = unknown (8 MiB assumed)
 };
 
@@ -59,6 +64,7 @@ struct Topology {
 /// a communicator's ranks exchange it at init and all adopt rank 0's.
 struct ModelParams {
   Cost ring, tree, fifoOneShot, windowOneShot, slice;
+  Cost local;                // inside a host (Topology::local): the hierarchical local phases
   double lineTransferUs;     // one cache-line transfer between cores (window one-shot)
   uint64_t slicePieceBytes;  // window slice: bytes per piece
   uint64_t streamFromBytes;  // window slice: streaming stores from this size on

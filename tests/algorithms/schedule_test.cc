@@ -80,7 +80,7 @@ struct Case {
 // Expected contributions of output element `o` (output index) on rank r.
 Elem expected(const std::string& name, int r, int n, size_t count, int root, size_t o) {
   Elem e;
-  if (name == "ringAllReduce" || name == "doubleTreeAllReduce") {
+  if (name == "ringAllReduce" || name == "doubleTreeAllReduce" || name == "hierarchicalAllReduce") {
     for (int q = 0; q < n; ++q) e.insert({q, o});
   } else if (name == "ringBroadcast" || name == "treeBroadcast") {
     e.insert({root, o});
@@ -101,15 +101,19 @@ Elem expected(const std::string& name, int r, int n, size_t count, int root, siz
   return e;
 }
 
-void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t depth = 2) {
+void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t depth = 2,
+              const std::vector<int>* hostOf = nullptr) {
+  std::string layout;
+  for (int r = 0; hostOf && r < n; ++r) layout += std::to_string((*hostOf)[r]);
   SCOPED_TRACE(::testing::Message() << c.name << " n=" << n << " count=" << count
-                                    << " chunk=" << chunk << " root=" << root);
+                                    << " chunk=" << chunk << " root=" << root << " depth=" << depth
+                                    << (hostOf ? " hosts=" + layout : std::string()));
   const size_t inLen = (c.inputLen ? c.inputLen : n) * count;
   const size_t outLen = (c.outputLen ? c.outputLen : n) * count;
   std::vector<std::vector<TraceStep>> programs;
   for (int r = 0; r < n; ++r) {
     TraceExecutor t;
-    c.program(t, CallShape{r, n, count, chunk, root});
+    c.program(t, CallShape{r, n, count, chunk, root, hostOf});
     programs.push_back(t.steps());
   }
   std::vector<std::vector<Elem>> input(n), output(n, std::vector<Elem>(outLen));
@@ -235,6 +239,28 @@ TEST_P(Schedule, EveryRankGetsExactlyTheDefinedContributions) {
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Schedule, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// The hierarchical all-reduce over host layouts: even, uneven (a host
+// short of ranks, a host of one), hosts of one rank each, ranks of a host
+// not contiguous, one host, and n = 11; every count and chunk as above.
+TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankTheSum) {
+  const Case hier{"hierarchicalAllReduce", hierarchicalAllReduce, true, 1, 1, 0};
+  const std::vector<std::vector<int>> layouts = {
+      {0, 0, 1, 1},          {0, 0, 1, 1, 2, 2},    {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 1},
+      {0, 0, 0, 1},          {0, 1, 2},             {0, 1, 0, 1},       {0, 0, 0, 0},
+      {0, 1, 1, 2, 2, 2, 0}, {0, 0, 0, 0, 1},       {0},                {0, 1},
+      {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3}};
+  for (const auto& hosts : layouts)
+    for (size_t count : {1, 2, 3, 5, 7, 13, 64})
+      for (size_t chunk : {1, 2, 5, 1000})
+        simulate(hier, static_cast<int>(hosts.size()), count, chunk, 0, 2, &hosts);
+}
+
+TEST(HierarchicalSchedule, WithoutHostsItIsOneHost) {
+  const Case hier{"hierarchicalAllReduce", hierarchicalAllReduce, true, 1, 1, 0};
+  for (int n = 1; n <= 8; ++n)
+    for (size_t count : {1, 7, 64}) simulate(hier, n, count, 5, 0);
+}
 
 TEST(Schedule, CountZeroMovesNothing) {
   for (const Case& c : kCases)

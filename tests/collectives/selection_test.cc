@@ -172,6 +172,47 @@ TEST(Selection, PredictionsListEveryAvailableCandidate) {
   EXPECT_EQ(p.size(), 3u);  // no slice without a window
 }
 
+// Two hosts of two ranks over tcp, shm inside each host.
+Topology twoHosts() {
+  Topology t = tcp(4);
+  t.hosts = 2;
+  t.smallestHost = t.largestHost = 2;
+  t.local = coil::transport::createTransport("shm")->traits().fifo;
+  return t;
+}
+
+TEST(Selection, HierarchicalOnlyAcrossHostsWithRanksToShare) {
+  EXPECT_FALSE(Model(tcp(4)).available(CollKind::AllReduce, Algo::kHier, 1 << 20))
+      << "one host";
+  Topology oneEach = tcp(3);
+  oneEach.hosts = 3;  // a rank per host: it would be the flat ring
+  EXPECT_FALSE(Model(oneEach).available(CollKind::AllReduce, Algo::kHier, 1 << 20));
+  EXPECT_TRUE(Model(twoHosts()).available(CollKind::AllReduce, Algo::kHier, 1 << 20));
+  EXPECT_FALSE(Model(twoHosts()).available(CollKind::Broadcast, Algo::kHier, 1 << 20));
+  Choice c = choose(Model(tcp(4)), CollKind::AllReduce, 64 << 20, AlgorithmOverride("allreduce:hier"),
+                    nullptr);
+  EXPECT_TRUE(c.forcedUnavailable);
+}
+
+// The link carries 2(H-1)/H·S instead of 2(n-1)/n·S: with the local phases
+// nearly free, large calls go hierarchical, as measured (performance.md 4.10).
+TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
+  Model m(twoHosts());
+  EXPECT_EQ(pick(m, 64 << 20), Algo::kHier);
+  EXPECT_NE(pick(m, 8), Algo::kHier) << "a few bytes: one message per peer is cheaper";
+  // Over a 1 Gbit/s link the local phases hardly count: the ratio nears
+  // the link bytes' 1 : 1.5.
+  Topology slow = twoHosts();
+  slow.fifo.betaUsPerB = 0.008;
+  Model s(slow);
+  EXPECT_LT(s.predictUs(CollKind::AllReduce, Algo::kHier, 64 << 20),
+            0.72 * s.predictUs(CollKind::AllReduce, Algo::kRing, 64 << 20));
+  Algo a;
+  EXPECT_TRUE(AlgorithmOverride("allreduce:hier").forced(CollKind::AllReduce, &a));
+  EXPECT_EQ(a, Algo::kHier);
+  EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
+}
+
 TEST(Selection, CoilAlgoKnowsTheNewNames) {
   Algo a;
   EXPECT_TRUE(AlgorithmOverride("allreduce:oneshot").forced(CollKind::AllReduce, &a));

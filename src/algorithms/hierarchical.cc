@@ -1,0 +1,116 @@
+// Hierarchical all-reduce: inside each host, then across hosts, then inside
+// again (as Horovod's and UCC's split rails). For ranks that span hosts
+// joined by a link much slower than each host's shared memory.
+//
+// Let L_h be the ranks of host h (in rank order), K = min over hosts of L_h,
+// and the buffer cut into K parts. Local rank k (k < K) of every host owns
+// part k, and the owners of part k, one per host, form rail k.
+//
+//   phase           primitive(s), per part k            on
+//   1 reduce        chain into local rank k:            every host, all its ranks
+//                   send · recvReduceSend · recvReduce
+//   2 all-reduce    ring over rail k (ring.cc)          the K owners of each part
+//   3 broadcast     chain from local rank k:            every host, all its ranks
+//                   send · recvCopySend · recv
+//
+// Phase 1 leaves part k summed over the host on its owner, without fin();
+// phase 2's ring completes it (fin() once, on one rank of the rail) and
+// gives it to every owner; phase 3 hands it to the host's other ranks. The
+// algorithm runs in place (input == output: the driver copies the input in
+// first). Every rank walks the parts in the same order in each phase, and
+// each chain and ring only waits on ranks doing the same step, so no order
+// of arrival can deadlock (the schedule replay test checks it).
+//
+// Uneven hosts: K is the smallest host's rank count, so a host with more
+// ranks has some that own no part; they only take part in phases 1 and 3.
+// A host with one rank owns every part (K = 1 everywhere: one rail).
+//
+// Cost, S bytes per rank, H hosts, L ranks per host, with the link's α, β
+// (the K rails share each host's link) and the host's α_l, β_l:
+//   T = 2(H-1)·α + 2(H-1)/H·S·β + (H-1)/H·S·γ          across hosts
+//     + 2·K·(L-1)·α_l + 2·S·β_l + S·γ                    inside hosts
+// against the flat ring's 2(n-1)·α + 2(n-1)/n·S·β across the same link: the
+// link carries 2(H-1)/H·S instead of 2(n-1)/n·S, 1.5x less on 2 hosts x 2
+// (docs/performance.md derives it, and measures both on a capped link).
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "algorithms/chunking.h"
+#include "algorithms/collectives.h"
+#include "algorithms/ring.h"
+
+namespace coil::algo {
+namespace {
+
+struct Layout {
+  std::vector<std::vector<int>> hosts;  // each host's ranks, ascending; hosts by lowest rank
+  int myHost = 0;
+  int myLocal = 0;                      // this rank's index on its host
+  int parts = 1;                        // K
+};
+
+Layout layoutOf(const CallShape& s) {
+  Layout l;
+  std::map<int, int> indexOfHost;  // host id -> index in l.hosts
+  for (int r = 0; r < s.nranks; ++r) {
+    const int host = s.hostOf ? (*s.hostOf)[r] : 0;
+    auto [it, fresh] = indexOfHost.try_emplace(host, static_cast<int>(l.hosts.size()));
+    if (fresh) l.hosts.emplace_back();
+    if (r == s.rank) {
+      l.myHost = it->second;
+      l.myLocal = static_cast<int>(l.hosts[it->second].size());
+    }
+    l.hosts[it->second].push_back(r);
+  }
+  l.parts = static_cast<int>(l.hosts[0].size());
+  for (const auto& h : l.hosts) l.parts = std::min(l.parts, static_cast<int>(h.size()));
+  return l;
+}
+
+}  // namespace
+
+void hierarchicalAllReduce(Primitives& p, const CallShape& s) {
+  const Layout l = layoutOf(s);
+  const std::vector<int>& local = l.hosts[l.myHost];
+  const int n = static_cast<int>(local.size());
+  const int me = l.myLocal;
+  const int prev = local[mod(me - 1, n)], next = local[mod(me + 1, n)];
+  auto part = [&](int k) { return evenPart(0, s.count, l.parts, k); };
+
+  // 1: each part summed over the host into its owner (no fin yet).
+  if (n > 1)
+    for (int k = 0; k < l.parts; ++k) {
+      const Span sp = part(k);
+      const int pos = mod(me - k - 1, n);  // the owner, local rank k, is last
+      for (size_t o = sp.offset; o < sp.offset + sp.count; o += s.chunkElems) {
+        const size_t c = std::min(s.chunkElems, sp.offset + sp.count - o);
+        if (pos == 0) p.send(next, o, c);
+        else if (pos == n - 1) p.recvReduce(prev, o, c);
+        else p.recvReduceSend(prev, next, o, c);
+      }
+    }
+
+  // 2: the owners of each part all-reduce it across hosts, one rail per part.
+  if (me < l.parts) {
+    std::vector<int> rail;
+    for (const auto& h : l.hosts) rail.push_back(h[me]);
+    const Span sp = part(me);
+    ringAllReduceOver(p, rail, l.myHost, sp.offset, sp.count, s.chunkElems);
+  }
+
+  // 3: each owner hands its finished part to the rest of its host.
+  if (n > 1)
+    for (int k = 0; k < l.parts; ++k) {
+      const Span sp = part(k);
+      const int pos = mod(me - k, n);  // the owner is first
+      for (size_t o = sp.offset; o < sp.offset + sp.count; o += s.chunkElems) {
+        const size_t c = std::min(s.chunkElems, sp.offset + sp.count - o);
+        if (pos == 0) p.send(next, o, c);
+        else if (pos == n - 1) p.recv(prev, o, c);
+        else p.recvCopySend(prev, next, o, c);
+      }
+    }
+}
+
+}  // namespace coil::algo

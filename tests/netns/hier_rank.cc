@@ -1,0 +1,54 @@
+// One rank of a multi-host all-reduce check, started as a launcher starts
+// it (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT): every dtype and op at
+// awkward counts, in and out of place, against the independent reference
+// (tests/harness/reference.h), with whatever COIL_ALGO says (the runner
+// forces allreduce:hier, then lets the tuner choose). Prints one line; the
+// exit status says whether every value matched.
+#include <coil.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "harness/reference.h"
+
+using namespace coil::test;
+
+int main() {
+  coilComm_t comm = nullptr;
+  if (coilCommInitFromEnv(&comm) != coilSuccess) {
+    std::fprintf(stderr, "init failed: %s\n", coilGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, n = 0;
+  coilCommUserRank(comm, &rank);
+  coilCommCount(comm, &n);
+  size_t checked = 0, wrong = 0;
+  for (int t = 0; t < coilNumTypes; ++t)
+    for (int o = 0; o < coilNumOps; ++o)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{7}, size_t{1009}, size_t{300007}})
+        for (bool inPlace : {false, true}) {
+          const auto type = static_cast<coilDataType_t>(t);
+          const auto op = static_cast<coilRedOp_t>(o);
+          auto buf = makeInput(type, op, rank, n, count);
+          std::vector<uint8_t> out(buf.size());
+          void* dst = inPlace ? buf.data() : out.data();
+          if (coilAllReduce(buf.data(), dst, count, type, op, comm, nullptr) != coilSuccess) {
+            std::fprintf(stderr, "rank %d: all-reduce %s %s count %zu failed: %s\n", rank,
+                         nameOf(type), nameOf(op), count, coilGetLastError(comm));
+            return 1;
+          }
+          const auto want = makeExpected(type, op, n, count);
+          const size_t at = firstMismatch(type, dst, want.data(), count);
+          ++checked;
+          if (at != SIZE_MAX) {
+            ++wrong;
+            if (wrong <= 5)
+              std::fprintf(stderr, "rank %d: %s %s count %zu%s: element %zu wrong\n", rank,
+                           nameOf(type), nameOf(op), count, inPlace ? " in place" : "", at);
+          }
+        }
+  coilCommDestroy(comm);
+  std::printf("rank %d of %d: %zu all-reduces, %zu wrong\n", rank, n, checked, wrong);
+  return wrong ? 1 : 0;
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The hierarchical all-reduce across "hosts" made of network namespaces
+# (each host's veth ends on a bridge in a hub namespace), several ranks per
+# host: 2 x 2, 3 x 2, and 2 hosts of 3 and 2 ranks (one host short a
+# rank). Each layout runs twice: COIL_ALGO=allreduce:hier, then the cost
+# model's own choice. Every rank checks every dtype and op at awkward counts
+# against the independent reference.
+#
+# Needs root and iproute2; otherwise exits 77 (skipped) and says why.
+# Usage: run_hier_test.sh <path to hier_rank>
+set -u
+rank_bin=${1:?usage: run_hier_test.sh HIER_RANK_BINARY}
+if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
+if ! command -v ip >/dev/null; then echo "SKIP: needs iproute2 (ip)"; exit 77; fi
+
+suffix=$$
+logdir=$(mktemp -d)
+namespaces=()
+cleanup() {
+  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$logdir"
+}
+trap cleanup EXIT
+
+# hosts: namespace h$i with address 10.215.<suffix>.(i+1) on a veth whose
+# other end sits in a bridge inside the hub namespace.
+hub=coilhub$suffix
+ip netns add "$hub" 2>"$logdir/err" || { echo "SKIP: cannot create network namespaces: $(cat "$logdir/err")"; exit 77; }
+namespaces+=("$hub")
+ip -n "$hub" link add br0 type bridge && ip -n "$hub" link set br0 up && ip -n "$hub" link set lo up ||
+  { echo "SKIP: cannot create a bridge"; exit 77; }
+net=10.215.$((suffix % 200))
+maxHosts=3
+for ((h = 0; h < maxHosts; h++)); do
+  ns=coilh$h-$suffix
+  ip netns add "$ns" || exit 1
+  namespaces+=("$ns")
+  ip link add "hv$h-$suffix" type veth peer name "hb$h-$suffix" || { echo "SKIP: cannot create veth pairs"; exit 77; }
+  ip link set "hv$h-$suffix" netns "$ns"
+  ip link set "hb$h-$suffix" netns "$hub"
+  ip -n "$hub" link set "hb$h-$suffix" master br0
+  ip -n "$hub" link set "hb$h-$suffix" up
+  ip -n "$ns" addr add "$net.$((h + 1))/24" dev "hv$h-$suffix"
+  ip -n "$ns" link set "hv$h-$suffix" up
+  ip -n "$ns" link set lo up
+done
+
+port=$((22000 + suffix % 20000))
+status=0
+# run_layout "2 2" [ENV...]: ranks per host, hosts in order; ranks numbered host by host.
+run_layout() {
+  local layout=$1; shift
+  local counts=($layout) world=0 h r pids=()
+  for c in "${counts[@]}"; do world=$((world + c)); done
+  port=$((port + 1))
+  r=0
+  for ((h = 0; h < ${#counts[@]}; h++)); do
+    for ((k = 0; k < ${counts[$h]}; k++)); do
+      ip netns exec "coilh$h-$suffix" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=$net.1 MASTER_PORT=$port \
+        COIL_SOCKET_IFNAME="hv$h-$suffix" COIL_TIMEOUT_MS=120000 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL "$@" \
+        "$rank_bin" >"$logdir/out$r" 2>"$logdir/err$r" &
+      pids+=($!)
+      r=$((r + 1))
+    done
+  done
+  local failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  # Which algorithm the all-reduces ran (COLL lines: "...: <algorithm>, chunk ...").
+  local ran
+  ran=$(grep -ho "allreduce [^:]*: [a-z]*, chunk" "$logdir/err0" | awk '{print $(NF-1)}' | tr -d , | sort | uniq -c | tr '\n' ' ')
+  if [ "${1:-}" = COIL_ALGO=allreduce:hier ] && ! grep -q "hier, chunk" "$logdir/err0"; then
+    echo "FAIL: hosts of [$layout] ranks: COIL_ALGO=allreduce:hier did not run hier (ran: $ran)"; failed=1
+  fi
+  if [ $failed = 0 ]; then
+    local how=${*:-the model chooses}
+    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5} END {print s}') all-reduces checked on $world ranks, all right (rank 0 ran: $ran)"
+  else
+    echo "FAIL: hosts of [$layout] ranks, $*"
+    for ((q = 0; q < world; q++)); do cat "$logdir/out$q"; sed "s/^/  rank $q: /" "$logdir/err$q" | tail -5; done
+    status=1
+  fi
+}
+for layout in "2 2" "2 2 2" "3 2"; do
+  run_layout "$layout" COIL_ALGO=allreduce:hier
+  run_layout "$layout"
+done
+[ $status = 0 ] && echo "netns hierarchical: every layout passed"
+exit $status
