@@ -96,7 +96,8 @@ void hierarchicalAllReduce(Primitives& p, const CallShape& s) {
     std::vector<int> rail;
     for (const auto& h : l.hosts) rail.push_back(h[me]);
     const Span sp = part(me);
-    ringAllReduceOver(p, rail, l.myHost, sp.offset, sp.count, s.chunkElems);
+    ringAllReduceOver(p, &rail, static_cast<int>(rail.size()), l.myHost, sp.offset, sp.count,
+                      s.chunkElems);
   }
 
   // 3: each owner hands its finished part to the rest of its host.

@@ -32,21 +32,19 @@
 namespace coil::algo {
 
 void ringAllReduce(Primitives& p, const CallShape& shape) {
-  std::vector<int> everyone(static_cast<size_t>(shape.nranks));
-  for (int r = 0; r < shape.nranks; ++r) everyone[r] = r;
-  ringAllReduceOver(p, everyone, shape.rank, 0, shape.count, shape.chunkElems);
+  ringAllReduceOver(p, nullptr, shape.nranks, shape.rank, 0, shape.count, shape.chunkElems);
 }
 
-void ringAllReduceOver(Primitives& p, const std::vector<int>& members, int me, size_t offset,
-                       size_t count, size_t chunkElems) {
-  const int n = static_cast<int>(members.size());
+void ringAllReduceOver(Primitives& p, const std::vector<int>* members, int n, int me,
+                       size_t offset, size_t count, size_t chunkElems) {
   const int r = me;
   if (n == 1) {
     p.copy(offset, offset, count);
     return;
   }
-  const int prev = members[mod(r - 1, n)];
-  const int next = members[mod(r + 1, n)];
+  auto rankAt = [&](int i) { return members ? (*members)[i] : i; };
+  const int prev = rankAt(mod(r - 1, n));
+  const int next = rankAt(mod(r + 1, n));
   const size_t roundElems = chunkElems * static_cast<size_t>(n);
 
   for (size_t base = offset; base < offset + count; base += roundElems) {
