@@ -39,6 +39,21 @@ int64_t resolveTimeoutMs(int64_t configured) {
 
 namespace {
 
+// The costs inside one host: the cheapest transport of this build that maps
+// its peers' memory (one that only runs between ranks of a host). Taken from
+// the build, not from this rank's peers, so every rank predicts alike.
+const transport::Traits& localTraits() {
+  static const transport::Traits local = [] {
+    std::optional<transport::Traits> best;
+    for (const std::string& name : transport::registeredTransports()) {
+      const transport::Traits t = transport::createTransport(name)->traits();
+      if (t.peerMemoryMapped && (!best || t.fifo.betaUsPerB < best->fifo.betaUsPerB)) best = t;
+    }
+    return best ? *best : transport::createTransport(transport::registeredTransports().front())->traits();
+  }();
+  return local;
+}
+
 // What each rank tells every other at init.
 struct RankRecord {
   transport::PeerInfo peer;
@@ -472,20 +487,6 @@ void Communicator::barrier() {
   collective({algo::CollKind::Barrier, &token, &out, 1, coilUint8, coilMax, 0});
 }
 
-// The costs inside one host: the cheapest transport of this build that maps
-// its peers' memory (one that only runs between ranks of a host). Taken from
-// the build, not from this rank's peers, so every rank predicts alike.
-const transport::Traits& Communicator::localTraits() const {
-  static const transport::Traits local = [] {
-    std::optional<transport::Traits> best;
-    for (const std::string& name : transport::registeredTransports()) {
-      const transport::Traits t = transport::createTransport(name)->traits();
-      if (t.peerMemoryMapped && (!best || t.fifo.betaUsPerB < best->fifo.betaUsPerB)) best = t;
-    }
-    return best ? *best : transport::createTransport(transport::registeredTransports().front())->traits();
-  }();
-  return local;
-}
 
 // The links a collective waits on longest set its costs: the transport
 // that moves bytes slowest (β), then the one with the dearest step (α).

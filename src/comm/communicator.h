@@ -172,7 +172,6 @@ class Communicator {
   void noticePeers(const std::string& message) noexcept;
   void checkUsable() const;
   const transport::Traits& slowestTraits() const;
-  const transport::Traits& localTraits() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
   // The fingerprint of a rooted call's agreement step, and the step itself
   // (call_agreement.cc): every rank fails if any rank is in another call.

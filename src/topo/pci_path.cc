@@ -18,40 +18,30 @@ PciPath pathBetween(const PciLocation& a, const PciLocation& b) {
   return belowA <= 1 && belowB <= 1 ? PciPath::kPix : PciPath::kPxb;
 }
 
-const char* pathName(PciPath path) {
-  switch (path) {
-    case PciPath::kSelf:
-      return "X";
-    case PciPath::kPix:
-      return "PIX";
-    case PciPath::kPxb:
-      return "PXB";
-    case PciPath::kPhb:
-      return "PHB";
-    case PciPath::kNode:
-      return "NODE";
-    case PciPath::kSys:
-      return "SYS";
-  }
-  return "?";
+namespace {
+
+struct PathText {
+  const char* name;
+  const char* meaning;
+};
+
+// By PciPath, in its order.
+const PathText& textOf(PciPath path) {
+  static const PathText kText[] = {
+      {"X", "the same device"},
+      {"PIX", "through at most one PCIe switch (bridge)"},
+      {"PXB", "through several PCIe bridges, without the host bridge"},
+      {"PHB", "through a PCIe host bridge (typically the CPU)"},
+      {"NODE", "through the links between PCIe host bridges of one NUMA node"},
+      {"SYS", "across NUMA nodes (the SMP interconnect), or a NUMA node unknown"},
+  };
+  return kText[static_cast<int>(path)];
 }
 
-const char* pathMeaning(PciPath path) {
-  switch (path) {
-    case PciPath::kSelf:
-      return "the same device";
-    case PciPath::kPix:
-      return "through at most one PCIe switch (bridge)";
-    case PciPath::kPxb:
-      return "through several PCIe bridges, without the host bridge";
-    case PciPath::kPhb:
-      return "through a PCIe host bridge (typically the CPU)";
-    case PciPath::kNode:
-      return "through the links between PCIe host bridges of one NUMA node";
-    case PciPath::kSys:
-      return "across NUMA nodes (the SMP interconnect), or a NUMA node unknown";
-  }
-  return "?";
-}
+}  // namespace
+
+const char* pathName(PciPath path) { return textOf(path).name; }
+
+const char* pathMeaning(PciPath path) { return textOf(path).meaning; }
 
 }  // namespace coil::topo

@@ -169,8 +169,6 @@ void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64
                    const char* opName, const char* what) {
   for (size_t i = 0; i < ts.size(); ++i) {
     checkDenseTensor(ts[i], opName);
-    TORCH_CHECK(ts[i].device() == ts[0].device(), "coil backend: ", opName, ": ", what, "[", i,
-                "] is on ", ts[i].device().str(), ", ", what, "[0] on ", ts[0].device().str());
     TORCH_CHECK(ts[i].scalar_type() == type, "coil backend: ", opName, ": ", what, "[", i,
                 "] has dtype ", dtypeName(ts[i].scalar_type()), ", expected ", dtypeName(type));
     TORCH_CHECK(numel < 0 || ts[i].numel() == numel, "coil backend: ", opName, ": ", what, "[", i,

@@ -57,8 +57,8 @@ void checkDenseTensor(const at::Tensor& t, const char* opName);
 /// operations that move host memory only: send/recv, sparse all-reduce).
 void checkHostTensor(const at::Tensor& t, const char* opName);
 
-/// checkDenseTensor on each, all on the first one's device, and all of
-/// `type` and `numel` (numel < 0: any).
+/// checkDenseTensor on each, and all of `type` and `numel` (numel < 0: any).
+/// (That an operation's tensors share one device, CoilBackend::enqueue checks.)
 void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
                    const char* opName, const char* what);
 

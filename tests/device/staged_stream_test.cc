@@ -95,16 +95,21 @@ std::vector<uint8_t> plus(std::vector<uint8_t> v, int delta) {
 
 class StagedStreamTest : public ::testing::TestWithParam<size_t> {  // the pinned staging bytes
  protected:
-  void SetUp() override { fake::resetCounters(); }
+  void SetUp() override {
+    fake::resetCounters();
+    s = createStream();
+  }
   void TearDown() override {
+    destroyStream(s);
     EXPECT_EQ(fake::allocationsWhileWaiting(), 0)
         << "CUDA memory was allocated or freed while a stream waited on a word";
   }
+
+  Errors errors;
+  Stream s = nullptr;  // the callers' stream
 };
 
 TEST_P(StagedStreamTest, ACallReturnsAtOnceAndItsStreamSeesTheResult) {
-  Errors errors;
-  Stream s = createStream();
   {
     StagedStream staged(0, errors.sink(), GetParam());
     for (size_t n : {size_t{1}, size_t{4096}, size_t{3 << 20} + 13}) {
@@ -122,15 +127,12 @@ TEST_P(StagedStreamTest, ACallReturnsAtOnceAndItsStreamSeesTheResult) {
       EXPECT_EQ(ran.load(), 1);
     }
   }
-  destroyStream(s);
   EXPECT_EQ(errors.count(), 0u);
 }
 
 // Out of place, and an in-place all-gather's overlap (send inside recv): the
 // staged copies keep their relative positions.
 TEST_P(StagedStreamTest, OverlappingRangesKeepTheirPositions) {
-  Errors errors;
-  Stream s = createStream();
   {
     StagedStream staged(0, errors.sink(), GetParam());
     const size_t block = (size_t{1} << 20) + 5, ranks = 3, rank = 1;
@@ -163,15 +165,12 @@ TEST_P(StagedStreamTest, OverlappingRangesKeepTheirPositions) {
     wantOut[0] = 42;
     EXPECT_EQ(readInStreamOrder(s, out), wantOut);
   }
-  destroyStream(s);
   EXPECT_EQ(errors.count(), 0u);
 }
 
 // A body that throws: the stream goes on, the outputs keep what they held,
 // the error is reported, and the next call works.
 TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndKeepsItsOutputs) {
-  Errors errors;
-  Stream s = createStream();
   {
     StagedStream staged(0, errors.sink(), GetParam());
     for (size_t n : {size_t{100}, size_t{5 << 20}}) {
@@ -188,7 +187,6 @@ TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndKeepsItsOutputs) {
       EXPECT_EQ(readInStreamOrder(s, buf), plus(before, 1));
     }
   }
-  destroyStream(s);
   ASSERT_EQ(errors.count(), 2u);
   EXPECT_NE(errors.messages[0].find("peer 2 is gone"), std::string::npos) << errors.messages[0];
 }
@@ -197,8 +195,7 @@ TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndKeepsItsOutputs) {
 // first; a call on a held stream holds back the later calls of the same
 // StagedStream (their tickets come after), not another StagedStream's.
 TEST_P(StagedStreamTest, CallsRunInIssueOrderAndOtherCommunicatorsGoOn) {
-  Errors errors;
-  Stream held = createStream(), running = createStream();
+  Stream held = s, running = createStream();
   {
     StagedStream first(0, errors.sink(), GetParam());
     StagedStream second(0, errors.sink(), GetParam());
@@ -231,14 +228,11 @@ TEST_P(StagedStreamTest, CallsRunInIssueOrderAndOtherCommunicatorsGoOn) {
     ASSERT_EQ(order.size(), 3u);
     EXPECT_LT(std::find(order.begin(), order.end(), 'a'), std::find(order.begin(), order.end(), 'b'));
   }
-  destroyStream(held);
   destroyStream(running);
   EXPECT_EQ(errors.count(), 0u);
 }
 
 TEST_P(StagedStreamTest, DrainWaitsForEveryCallMadeBeforeIt) {
-  Errors errors;
-  Stream s = createStream();
   {
     StagedStream staged(0, errors.sink(), GetParam());
     DeviceBytes buf(1000);
@@ -258,7 +252,6 @@ TEST_P(StagedStreamTest, DrainWaitsForEveryCallMadeBeforeIt) {
     waiter.join();
     EXPECT_EQ(ran.load(), 6);
   }
-  destroyStream(s);
   EXPECT_EQ(errors.count(), 0u);
 }
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -428,20 +429,24 @@ TEST_P(Threads, SendRecvBothWaysInAGroup) {
   if (GetParam() > 1) inThreads(GetParam(), sendRecvBody);
 }
 
-// Two communicators of the same ranks, each on its own stream: a call on
-// the second completes while the first one's stream is held up.
-TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
-  const int n = GetParam();
+// Ranks as threads with two communicators of the same ranks, a and b: each
+// rank's call on a waits behind a gate on one stream while `onB(r, b[r],
+// running)` runs on another; it must not wait for a (the gate opens only
+// after it), and a's stream must still be held when it returns. Everything
+// that allocates comes before any stream is held (see Pool), and each
+// rank's buffers go back to its pool before tPool is cleared (else
+// cudaFree, which waits for the held stream, which waits for the gate).
+void whileAnotherCommunicatorWaits(
+    int n, size_t poolBytes, const std::function<void(int, coilComm_t, const Stream&)>& onB) {
   std::vector<coilComm_t> a(n), b(n);
   const std::vector<int> devices(n, 0);
   ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
   ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
   Gate gate;
-  // Everything that allocates, before any stream is held (see Pool).
   std::vector<std::unique_ptr<Pool>> pools;
   std::vector<std::unique_ptr<Stream>> heldStreams, runningStreams;
   for (int r = 0; r < n; ++r) {
-    pools.push_back(std::make_unique<Pool>(size_t{1} << 20));
+    pools.push_back(std::make_unique<Pool>(poolBytes));
     heldStreams.push_back(std::make_unique<Stream>());
     runningStreams.push_back(std::make_unique<Stream>());
   }
@@ -451,14 +456,11 @@ TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
       EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
       tPool = pools[r].get();
       const Stream& held = *heldStreams[r];
-      const Stream& running = *runningStreams[r];
-      {  // the buffers go back to the pool before tPool is cleared (else: cudaFree,
-         // which waits for the held stream, which waits for the gate)
-        DeviceBuffer x(4096), y(4096);
+      {
+        DeviceBuffer x(4096);
         gate.hold(held.s);
         expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
-        expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b[r], running.s), b[r]);
-        running.sync();  // would never return if b's call waited behind a's
+        onB(r, b[r], *runningStreams[r]);
         EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
       }
       tPool = nullptr;
@@ -475,59 +477,38 @@ TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
   }
 }
 
+// Two communicators of the same ranks, each on its own stream: a call on
+// the second completes while the first one's stream is held up.
+TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
+  whileAnotherCommunicatorWaits(GetParam(), size_t{1} << 20,
+                                [](int, coilComm_t b, const Stream& running) {
+                                  DeviceBuffer y(4096);
+                                  expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum,
+                                                         b, running.s),
+                                           b);
+                                  running.sync();  // would never return if b's call waited behind a's
+                                });
+}
+
 // A call larger than the communicator's pinned staging (the bounce path),
-// and one that fits it, made while another communicator's stream waits:
-// neither may wait for that stream (the gate opens only after them).
+// and one that fits it, made while another communicator's stream waits.
 TEST_P(Threads, LargeAndSmallCallsWhileAnotherStreamWaits) {
   const int n = GetParam();
   const size_t large = (size_t{40} << 20) / 4 + 7;  // past the 32 MiB of staging
   const size_t small = 70001;
-  std::vector<coilComm_t> a(n), b(n);
-  const std::vector<int> devices(n, 0);
-  ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
-  ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
-  Gate gate;
-  std::vector<std::unique_ptr<Pool>> pools;
-  std::vector<std::unique_ptr<Stream>> heldStreams, runningStreams;
-  for (int r = 0; r < n; ++r) {
-    pools.push_back(std::make_unique<Pool>(size_t{48} << 20));
-    heldStreams.push_back(std::make_unique<Stream>());
-    runningStreams.push_back(std::make_unique<Stream>());
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
-      tPool = pools[r].get();
-      {  // back to the pool before tPool is cleared (see above)
-        DeviceBuffer x(4096);
-        gate.hold(heldStreams[r]->s);
-        expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], heldStreams[r]->s), a[r]);
-        for (const size_t count : {large, small}) {
-          DeviceBuffer y(tagged(r, count));
-          expectOk(coilAllReduce(y.get(), y.get(), count, coilInt32, coilSum, b[r], runningStreams[r]->s), b[r]);
-          runningStreams[r]->sync();
-          const std::vector<uint8_t> got = y.download();
-          for (size_t i = 0; i < count; i += 997) {
-            int32_t want = 0;
-            for (int q = 0; q < n; ++q) want += tagValue(q, i);
-            ASSERT_EQ(at(got, i), want) << "count " << count << ", element " << i;
-          }
-        }
-        EXPECT_EQ(cudaStreamQuery(heldStreams[r]->s), cudaErrorNotReady);
+  whileAnotherCommunicatorWaits(n, size_t{48} << 20, [&](int r, coilComm_t b, const Stream& running) {
+    for (const size_t count : {large, small}) {
+      DeviceBuffer y(tagged(r, count));
+      expectOk(coilAllReduce(y.get(), y.get(), count, coilInt32, coilSum, b, running.s), b);
+      running.sync();
+      const std::vector<uint8_t> got = y.download();
+      for (size_t i = 0; i < count; i += 997) {
+        int32_t want = 0;
+        for (int q = 0; q < n; ++q) want += tagValue(q, i);
+        ASSERT_EQ(at(got, i), want) << "count " << count << ", element " << i;
       }
-      tPool = nullptr;
-    });
-  for (auto& t : threads) t.join();
-  gate.open();
-  for (auto& s : heldStreams) s->sync();
-  heldStreams.clear();
-  runningStreams.clear();
-  pools.clear();
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);
-    EXPECT_EQ(coilCommDestroy(b[r]), coilSuccess);
-  }
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, Threads, ::testing::Values(1, 2, 3, 4),
