@@ -1,9 +1,11 @@
-// Mirrors src/tune/tuner.cc (Model::predictUs: AllReduce kRing and kTree,
-// AllGather) and the chunk size of src/comm/communicator.cc
-// (agreeOnSlices). Keep the two in step.
+// coil_perf's predictions: the tuner's formulas (src/tune/cost_formulas.h)
+// with coil_perf's parameters, and an estimate of coil's chunk size, which
+// mirrors src/comm/communicator.cc (agreeOnSlices): the public API does not
+// report it.
 #include "predict.h"
 
 #include "algorithms/tree_shape.h"  // header-only: the tree coil runs
+#include "tune/cost_formulas.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,38 +22,34 @@ long envLong(const char* name, long fallback) {
   return (*end == '\0' && value > 0) ? value : fallback;
 }
 
+// The formulas are the tuner's own (src/tune/cost_formulas.h); this file
+// only translates coil_perf's parameters into them.
+coil::transport::LinkCost linkCost(const ModelParams& m, int nranks, double bytes) {
+  return coil::tune::memoryScaled({m.alphaUs, m.betaUsPerByte, m.gammaUsPerByte, m.memoryFactor},
+                                  m.cacheBytes, nranks, bytes);
+}
+
 }  // namespace
 
 double memoryScale(const ModelParams& m, int nranks, double bytes) {
-  if (m.cacheBytes == 0 || nranks < 1) return 1.0;
-  return bytes > static_cast<double>(m.cacheBytes / (4 * static_cast<size_t>(nranks)))
-             ? m.memoryFactor
-             : 1.0;
+  return coil::tune::outgrowsCache(m.cacheBytes, nranks, bytes) ? m.memoryFactor : 1.0;
 }
 
 double predictRingAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes) {
-  const double S = bytes, N = nranks;
-  if (nranks == 1) return S * m.betaUsPerByte;
-  const double C = std::max(1.0, static_cast<double>(chunkBytes));
-  const double f = (N - 1) / N, k = memoryScale(m, nranks, S);
-  const double rounds = std::max(1.0, std::ceil(S / (N * C)));
-  return 2 * (N - 1) * rounds * m.alphaUs + k * (2 * f * S * m.betaUsPerByte + f * S * m.gammaUsPerByte);
+  if (nranks == 1) return bytes * m.betaUsPerByte;
+  return coil::tune::ringAllReduceUs(linkCost(m, nranks, bytes), nranks, bytes,
+                                     static_cast<double>(chunkBytes));
 }
 
 double predictTreeAllReduceUs(const ModelParams& m, int nranks, double bytes, size_t chunkBytes) {
-  const double S = bytes;
-  if (nranks == 1) return S * m.betaUsPerByte;
-  const double C = std::max(1.0, static_cast<double>(chunkBytes));
-  const double chunks = std::max(1.0, std::ceil(S / (2 * C))), k = memoryScale(m, nranks, S);
-  const coil::algo::TreeLoad load = coil::algo::doubleTreeLoad(nranks);
-  return (2 * load.depth + 2 * (chunks - 1)) * m.alphaUs +
-         k * (load.sentPerByte * S * m.betaUsPerByte + load.reducedPerByte * S * m.gammaUsPerByte);
+  if (nranks == 1) return bytes * m.betaUsPerByte;
+  return coil::tune::treeAllReduceUs(linkCost(m, nranks, bytes), coil::algo::doubleTreeLoad(nranks),
+                                     bytes, static_cast<double>(chunkBytes));
 }
 
 double predictAllGatherUs(const ModelParams& m, int nranks, double bytes) {
-  const double S = bytes, N = nranks;
-  if (nranks == 1) return S * m.betaUsPerByte;
-  return (N - 1) * m.alphaUs + memoryScale(m, nranks, S) * (N - 1) / N * S * m.betaUsPerByte;
+  if (nranks == 1) return bytes * m.betaUsPerByte;
+  return coil::tune::ringGatherUs(linkCost(m, nranks, bytes), nranks, bytes, false);
 }
 
 size_t estimatedChunkBytes(const std::string& transport) {

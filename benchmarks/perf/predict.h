@@ -1,15 +1,9 @@
-// The cost model's formulas, as coil_perf needs them for --calibrate and
-// --predict. They mirror Model::predictUs in src/tune/tuner.cc (all-reduce
-// ring and tree, all-gather) for the FIFO algorithms; coil_perf is a client
-// of the public API and cannot include the tuner, so a change there must be
-// repeated here (the self-test pins a few values).
+// The cost model's predictions, as coil_perf needs them for --calibrate and
+// --predict: coil_perf's parameters fed to the tuner's own formulas
+// (src/tune/cost_formulas.h, linked as coil_cost_formulas; coil_perf is
+// otherwise a client of the public API only).
 //
-//   n ranks, S bytes (all-reduce: the buffer; all-gather: n blocks),
-//   C = chunk bytes, f = (n-1)/n:
-//   ring all-reduce  2(n-1)·rounds·α + 2f·S·β + f·S·γ,   rounds = max(1, ceil(S / (n·C)))
-//   tree all-reduce  (2·depth + 2·(chunks-1))·α + L·S·β + R·S·γ,  chunks = max(1, ceil(S / 2C)),
-//                    depth, L, R of the busiest rank: doubleTreeLoad (src/algorithms/tree_shape.h)
-//   all-gather       (n-1)·α + f·S·β
+//   ring all-reduce, tree all-reduce, all-gather: see cost_formulas.h
 //   one rank         S·β (a local copy)
 //   β and γ × memoryFactor when S > cacheBytes / (4n)
 #pragma once

@@ -12,9 +12,9 @@
 #include <sstream>
 #include <vector>
 
-#include "algorithms/collectives.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fifo_oneshot.h"
+#include "algorithms/registry.h"
 #include "algorithms/tree_shape.h"
 #include "algorithms/window_allreduce.h"
 #include "comm/communicator.h"
@@ -81,28 +81,6 @@ struct CallText {
     return desc.str();
   }
 };
-
-using Program = void (*)(algo::Primitives&, const algo::CallShape&);
-
-Program programFor(CollKind kind, tune::Algo a) {
-  const bool tree = a == tune::Algo::kTree;
-  switch (kind) {
-    case CollKind::AllReduce:
-      if (a == tune::Algo::kHier) return algo::hierarchicalAllReduce;
-      return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
-    case CollKind::Barrier: return tree ? algo::doubleTreeAllReduce : algo::ringAllReduce;
-    case CollKind::Broadcast: return tree ? algo::treeBroadcast : algo::ringBroadcast;
-    case CollKind::Reduce: return tree ? algo::treeReduce : algo::chainReduce;
-    case CollKind::AllGather: return algo::ringAllGather;
-    case CollKind::ReduceScatter: return algo::ringReduceScatter;
-    case CollKind::AllToAll: return algo::pairwiseAllToAll;
-    case CollKind::Gather: return algo::directGather;
-    case CollKind::Scatter: return algo::directScatter;
-    case CollKind::SendRecv:
-    case CollKind::FailureNotice: break;
-  }
-  fail(coilInternalError, "no program for collective ", static_cast<int>(kind));
-}
 
 }  // namespace
 
@@ -198,38 +176,44 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   data.nranks = nranks_;
   data.tag = tag;
 
-  // Buffer layouts the algorithms expect (collectives.h).
-  const bool tree = choice.algorithm == tune::Algo::kTree;
-  const bool hier = choice.algorithm == tune::Algo::kHier;
-  const bool inPlaceAlgo = (c.kind == CollKind::AllReduce && (tree || hier)) ||
-                           (c.kind == CollKind::Broadcast && tree) || c.kind == CollKind::AllGather;
-  if (inPlaceAlgo) {
-    const size_t bytes = c.count * esize;
-    uint8_t* out = static_cast<uint8_t*>(c.recvbuff);
-    const uint8_t* in = static_cast<const uint8_t*>(data.input);
-    if (c.kind == CollKind::AllGather) {
+  // The buffers as the program's layout wants them (algorithms/registry.h).
+  const algo::AlgorithmProgram* program =
+      algo::findProgram(c.kind, tune::algoName(choice.algorithm));
+  if (!program)
+    fail(coilInternalError, describe(), ": no program for algorithm ",
+         tune::algoName(choice.algorithm));
+  const size_t bytes = c.count * esize;
+  uint8_t* out = static_cast<uint8_t*>(c.recvbuff);
+  const uint8_t* in = static_cast<const uint8_t*>(data.input);
+  switch (program->layout) {
+    case algo::Layout::kSeparate: break;
+    case algo::Layout::kInPlace:
+    case algo::Layout::kInPlaceAtRoot:
+      if ((program->layout == algo::Layout::kInPlace || rank_ == c.root) && out != in)
+        std::memmove(out, in, bytes);
+      data.input = c.recvbuff;
+      break;
+    case algo::Layout::kInPlaceOwnBlock: {
       uint8_t* mine = out + static_cast<size_t>(rank_) * bytes;
       if (mine != in) std::memmove(mine, in, bytes);
-    } else if (c.kind == CollKind::AllReduce || rank_ == c.root) {
-      if (out != in) std::memmove(out, in, bytes);
-    }
-    data.input = c.recvbuff;
-  }
-  if (c.kind == CollKind::Reduce && tree) {
-    // The root accumulates in its recvbuff; another rank with two children
-    // in scratch (its recvbuff is not the caller's to write); the others
-    // only read their input.
-    const size_t bytes = c.count * esize;
-    if (rank_ == c.root) {
-      if (c.recvbuff != data.input) std::memmove(c.recvbuff, data.input, bytes);
       data.input = c.recvbuff;
-    } else if (algo::treeNode(0, rank_, nranks_, c.root).children() == 2) {
-      if (reduceScratch_.size() < bytes) reduceScratch_.resize(bytes);
-      std::memcpy(reduceScratch_.data(), data.input, bytes);
-      data.input = data.output = reduceScratch_.data();
+      break;
     }
+    case algo::Layout::kAccumulate:
+      // The root accumulates in its recvbuff; another rank with two
+      // children in scratch (its recvbuff is not the caller's to write);
+      // the others only read their input.
+      if (rank_ == c.root) {
+        if (out != in) std::memmove(out, in, bytes);
+        data.input = c.recvbuff;
+      } else if (algo::treeNode(0, rank_, nranks_, c.root).children() == 2) {
+        if (reduceScratch_.size() < bytes) reduceScratch_.resize(bytes);
+        std::memcpy(reduceScratch_.data(), in, bytes);
+        data.input = data.output = reduceScratch_.data();
+      }
+      break;
   }
-  if (c.kind == CollKind::ReduceScatter) data.outputOrigin = c.count * static_cast<size_t>(rank_);
+  if (program->outputAtOwnBlock) data.outputOrigin = c.count * static_cast<size_t>(rank_);
 
   data.description = describe();
   COIL_INFO(kColl, data.description, ": ", tune::algoName(choice.algorithm), ", chunk ", chunkElems,
@@ -237,7 +221,7 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
 
   algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root, &hostOfRank_};
   algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
-  programFor(c.kind, choice.algorithm)(exec, shape);
+  program->program(exec, shape);
 }
 
 // The all-reduce algorithms that are not Primitives programs: the one-shot

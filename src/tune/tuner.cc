@@ -8,7 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "algorithms/registry.h"
 #include "core/env.h"
+#include "tune/cost_formulas.h"
 #include "core/error.h"
 
 namespace coil::tune {
@@ -64,22 +66,11 @@ const std::map<std::string, Algo>& algoNames() {
   return names;
 }
 
-bool parseAlgo(const std::string& name, Algo* out) {
-  auto it = algoNames().find(name);
-  if (it == algoNames().end()) return false;
-  *out = it->second;
-  return true;
-}
-
 CollKind kindOf(const std::string& name) {
-  static const std::map<std::string, CollKind> names = {
-      {"allreduce", CollKind::AllReduce},   {"broadcast", CollKind::Broadcast},
-      {"reduce", CollKind::Reduce},         {"allgather", CollKind::AllGather},
-      {"reducescatter", CollKind::ReduceScatter}, {"alltoall", CollKind::AllToAll},
-      {"gather", CollKind::Gather},         {"scatter", CollKind::Scatter}};
-  auto it = names.find(name);
-  if (it == names.end()) fail(coilInvalidUsage, "COIL_ALGO: unknown collective '", name, "'");
-  return it->second;
+  CollKind kind;
+  if (!algo::parseCollective(name, &kind) || kind == CollKind::Barrier)
+    fail(coilInvalidUsage, "COIL_ALGO: unknown collective '", name, "'");
+  return kind;
 }
 
 bool has(CollKind kind, Algo algorithm) {
@@ -89,6 +80,13 @@ bool has(CollKind kind, Algo algorithm) {
 }
 
 }  // namespace
+
+bool parseAlgo(const std::string& name, Algo* out) {
+  auto it = algoNames().find(name);
+  if (it == algoNames().end()) return false;
+  *out = it->second;
+  return true;
+}
 
 const char* algoName(Algo a) {
   switch (a) {
@@ -293,12 +291,8 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
 }
 
 // The α, β, γ of `algorithm` for a call of `bytes`, beyond the cache scaled.
-static Cost effectiveCost(Cost m, uint64_t cacheBytes, int nranks, size_t bytes) {
-  if (bytes > cacheBytes / (4 * static_cast<uint64_t>(nranks))) {
-    m.betaUsPerB *= m.memoryFactor;
-    m.gammaUsPerB *= m.memoryFactor;
-  }
-  return m;
+static Cost effectiveCost(const Cost& m, uint64_t cacheBytes, int nranks, size_t bytes) {
+  return memoryScaled(m, cacheBytes, nranks, static_cast<double>(bytes));
 }
 
 size_t Model::chunkFor(CollKind kind, Algo a, size_t bytes) const {
@@ -325,18 +319,8 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
     case CollKind::AllReduce:
     case CollKind::Barrier:
       switch (a) {
-        case Algo::kRing: {
-          double rounds = std::max(1.0, std::ceil(S / (N * C)));
-          return 2 * (N - 1) * rounds * m.alphaUs + 2 * f * S * m.betaUsPerB + f * S * m.gammaUsPerB;
-        }
-        case Algo::kTree: {
-          // Double binary tree: the first chunk climbs and descends 2·depth
-          // hops, each further one adds a hand-off up and one down; the
-          // bandwidth terms are the busiest rank's load (tree_shape.h).
-          double chunks = std::max(1.0, std::ceil(S / (2 * C)));
-          return (2 * treeLoad_.depth + 2 * (chunks - 1)) * m.alphaUs +
-                 treeLoad_.sentPerByte * S * m.betaUsPerB + treeLoad_.reducedPerByte * S * m.gammaUsPerB;
-        }
+        case Algo::kRing: return ringAllReduceUs(m, topo_.nranks, S, C);
+        case Algo::kTree: return treeAllReduceUs(m, treeLoad_, S, C);
         case Algo::kOneShot:
           // Window: copy in once, then reduce all n inputs; beyond the inline
           // lines the data follows its flag (one more transfer, ~α). FIFOs:
@@ -382,8 +366,7 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
     }
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-      return (N - 1) * m.alphaUs + f * S * m.betaUsPerB +
-             (kind == CollKind::ReduceScatter ? f * S * m.gammaUsPerB : 0.0);
+      return ringGatherUs(m, topo_.nranks, S, kind == CollKind::ReduceScatter);
     default:  // all-to-all, gather, scatter, send/recv: (n-1) blocks of S/n
       return (N - 1) * m.alphaUs + f * S * m.betaUsPerB;
   }

@@ -34,6 +34,8 @@ enum class Algo { kRing, kTree, kOneShot, kSlice, kChain, kPairwise, kDirect, kH
 
 /// "ring", "tree", "oneshot", "slice", "chain", "pairwise", "direct", "hier".
 const char* algoName(Algo a);
+/// The algorithm called `name` (algoName's spelling); false when none is.
+bool parseAlgo(const std::string& name, Algo* out);
 
 /// α-β-γ parameters of one algorithm on one transport (see the file comment):
 /// the same numbers a transport states for its links.

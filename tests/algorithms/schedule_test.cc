@@ -14,6 +14,7 @@
 #include <string>
 
 #include "algorithms/collectives.h"
+#include "algorithms/registry.h"
 #include "algorithms/trace_executor.h"
 
 namespace coil::algo {
@@ -66,50 +67,23 @@ struct Message {
 
 // ---- symbolic simulation of every collective --------------------------------
 
-using Program = void (*)(Primitives&, const CallShape&);
-
-struct Case {
-  const char* name;
-  Program program;
-  bool inPlace;         // driver runs it with input == output
-  size_t inputLen;      // in units of count: 1 or n (0 = n)
-  size_t outputLen;     // 1 or n (0 = n)
-  size_t outputOrigin;  // 0, or rank*count (reduce-scatter) when == 1
-};
-
-// Expected contributions of output element `o` (output index) on rank r.
-Elem expected(const std::string& name, int r, int n, size_t count, int root, size_t o) {
+// The definition each output element must meet, as a set.
+Elem expected(const AlgorithmProgram& a, int r, int n, size_t count, int root, size_t o) {
   Elem e;
-  if (name == "ringAllReduce" || name == "doubleTreeAllReduce" || name == "hierarchicalAllReduce") {
-    for (int q = 0; q < n; ++q) e.insert({q, o});
-  } else if (name == "ringBroadcast" || name == "treeBroadcast") {
-    e.insert({root, o});
-  } else if (name == "chainReduce" || name == "treeReduce") {
-    if (r == root)
-      for (int q = 0; q < n; ++q) e.insert({q, o});
-  } else if (name == "ringAllGather") {
-    e.insert({static_cast<int>(o / count), o % count});
-  } else if (name == "ringReduceScatter") {
-    for (int q = 0; q < n; ++q) e.insert({q, r * count + o});
-  } else if (name == "pairwiseAllToAll") {
-    e.insert({static_cast<int>(o / count), r * count + o % count});
-  } else if (name == "directGather") {
-    if (r == root) e.insert({static_cast<int>(o / count), o % count});
-  } else if (name == "directScatter") {
-    e.insert({root, r * count + o});
-  }
+  for (const auto& c : expectedContributions(a.collective, r, n, count, root, o)) e.insert(c);
   return e;
 }
 
-void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t depth = 2,
+void simulate(const AlgorithmProgram& c, int n, size_t count, size_t chunk, int root, size_t depth = 2,
               const std::vector<int>* hostOf = nullptr) {
   std::string layout;
   for (int r = 0; hostOf && r < n; ++r) layout += std::to_string((*hostOf)[r]);
-  SCOPED_TRACE(::testing::Message() << c.name << " n=" << n << " count=" << count
+  SCOPED_TRACE(::testing::Message() << c.function << " n=" << n << " count=" << count
                                     << " chunk=" << chunk << " root=" << root << " depth=" << depth
                                     << (hostOf ? " hosts=" + layout : std::string()));
-  const size_t inLen = (c.inputLen ? c.inputLen : n) * count;
-  const size_t outLen = (c.outputLen ? c.outputLen : n) * count;
+  const bool inPlace = c.layout != Layout::kSeparate;
+  const size_t inLen = (c.input == Blocks::kOne ? 1 : n) * count;
+  const size_t outLen = (c.output == Blocks::kOne ? 1 : n) * count;
   std::vector<std::vector<TraceStep>> programs;
   for (int r = 0; r < n; ++r) {
     TraceExecutor t;
@@ -119,18 +93,18 @@ void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t
   std::vector<std::vector<Elem>> input(n), output(n, std::vector<Elem>(outLen));
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < inLen; ++i) input[r].push_back(Elem{{r, i}});
-  const bool isAllGather = std::string(c.name) == "ringAllGather";
+  const bool isAllGather = c.layout == Layout::kInPlaceOwnBlock;
   for (int r = 0; r < n; ++r) {
-    if (!c.inPlace) continue;  // driver: own data into output first
-    const bool rooted = std::string(c.name) == "treeBroadcast";
+    if (!inPlace) continue;  // driver: own data into output first
+    const bool rooted = c.layout == Layout::kInPlaceAtRoot;
     for (size_t i = 0; i < count; ++i) {
       if (isAllGather) output[r][r * count + i] = input[r][i];
       else if (!rooted || r == root) output[r][i] = input[r][i];
     }
   }
-  auto origin = [&](int r) { return c.outputOrigin ? static_cast<size_t>(r) * count : 0; };
+  auto origin = [&](int r) { return c.outputAtOwnBlock ? static_cast<size_t>(r) * count : 0; };
   auto readIn = [&](int r, size_t i) -> Elem& {
-    return c.inPlace ? output[r][i] : input[r][i];
+    return inPlace ? output[r][i] : input[r][i];
   };
 
   std::map<std::pair<int, int>, std::deque<Message>> links;
@@ -149,7 +123,7 @@ void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t
         std::vector<Elem> mine;
         for (size_t i = 0; readsInput && i < s.count; ++i) {
           size_t at = inOff + i;
-          ASSERT_LT(at, c.inPlace ? outLen : inLen) << "rank " << r << " read outside its input";
+          ASSERT_LT(at, inPlace ? outLen : inLen) << "rank " << r << " read outside its input";
           mine.push_back(readIn(r, at));
         }
         if (s.kind == K::SendRecv && !halfSent[r]) {
@@ -205,7 +179,7 @@ void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(pc[r], programs[r].size()) << "rank " << r << " is stuck (deadlock)";
     for (size_t o = 0; o < outLen; ++o) {
-      Elem want = expected(c.name, r, n, count, root, o);
+      Elem want = expected(c, r, n, count, root, o);
       if (want.empty()) continue;  // this rank's output is unspecified there
       ASSERT_EQ(output[r][o], want) << "rank " << r << " output element " << o;
     }
@@ -213,38 +187,54 @@ void simulate(const Case& c, int n, size_t count, size_t chunk, int root, size_t
   for (auto& [link, q] : links) EXPECT_TRUE(q.empty()) << "unreceived data on a link";
 }
 
-const Case kCases[] = {
-    {"ringAllReduce", ringAllReduce, false, 1, 1, 0},
-    {"doubleTreeAllReduce", doubleTreeAllReduce, true, 1, 1, 0},
-    {"ringBroadcast", ringBroadcast, false, 1, 1, 0},
-    {"treeBroadcast", treeBroadcast, true, 1, 1, 0},
-    {"chainReduce", chainReduce, false, 1, 1, 0},
-    {"treeReduce", treeReduce, true, 1, 1, 0},
-    {"ringAllGather", ringAllGather, true, 0, 0, 0},
-    {"ringReduceScatter", ringReduceScatter, false, 0, 1, 1},
-    {"pairwiseAllToAll", pairwiseAllToAll, false, 0, 0, 0},
-    {"directGather", directGather, false, 1, 0, 0},
-    {"directScatter", directScatter, false, 0, 1, 0},
-};
-
-class Schedule : public ::testing::TestWithParam<Case> {};
+// Every registered program: a new algorithm is checked without a new test.
+class Schedule : public ::testing::TestWithParam<AlgorithmProgram> {};
 
 TEST_P(Schedule, EveryRankGetsExactlyTheDefinedContributions) {
-  const Case& c = GetParam();
-  for (int n = 1; n <= 8; ++n)
+  const AlgorithmProgram& c = GetParam();
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 11})
     for (size_t count : {1, 2, 3, 5, 7, 13, 64})
       for (size_t chunk : {1, 2, 5, 1000})
         for (int root : {0, n - 1, n / 2}) simulate(c, n, count, chunk, root);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Schedule, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Registry, Schedule, ::testing::ValuesIn(algorithmPrograms()),
+                         [](const ::testing::TestParamInfo<AlgorithmProgram>& i) {
+                           return std::string(collName(i.param.collective)) + "_" + i.param.name;
+                         });
+
+// The reference itself, on cases worked by hand.
+TEST(ExpectedContributions, MatchTheDefinitions) {
+  using V = std::vector<std::pair<int, size_t>>;
+  EXPECT_EQ(expectedContributions(CollKind::AllReduce, 1, 3, 4, 0, 2), (V{{0, 2}, {1, 2}, {2, 2}}));
+  EXPECT_EQ(expectedContributions(CollKind::Broadcast, 1, 3, 4, 2, 3), (V{{2, 3}}));
+  EXPECT_EQ(expectedContributions(CollKind::Reduce, 1, 3, 4, 0, 2), V{});
+  EXPECT_EQ(expectedContributions(CollKind::Reduce, 0, 2, 4, 0, 2), (V{{0, 2}, {1, 2}}));
+  EXPECT_EQ(expectedContributions(CollKind::AllGather, 0, 3, 4, 0, 9), (V{{2, 1}}));
+  EXPECT_EQ(expectedContributions(CollKind::ReduceScatter, 2, 3, 4, 0, 1),
+            (V{{0, 9}, {1, 9}, {2, 9}}));
+  EXPECT_EQ(expectedContributions(CollKind::AllToAll, 1, 3, 4, 0, 9), (V{{2, 5}}));
+  EXPECT_EQ(expectedContributions(CollKind::Gather, 0, 3, 4, 0, 5), (V{{1, 1}}));
+  EXPECT_EQ(expectedContributions(CollKind::Gather, 1, 3, 4, 0, 5), V{});
+  EXPECT_EQ(expectedContributions(CollKind::Scatter, 2, 3, 4, 1, 3), (V{{1, 11}}));
+}
+
+TEST(Registry, EveryEntryIsFoundByItsNames) {
+  for (const AlgorithmProgram& a : algorithmPrograms()) {
+    EXPECT_EQ(findProgram(a.collective, a.name), &a);
+    CollKind k;
+    ASSERT_TRUE(parseCollective(collName(a.collective), &k));
+    EXPECT_EQ(k, a.collective);
+  }
+  EXPECT_EQ(findProgram(CollKind::Barrier, "ring"), findProgram(CollKind::AllReduce, "ring"));
+  EXPECT_EQ(findProgram(CollKind::AllGather, "tree"), nullptr);
+}
 
 // The hierarchical all-reduce over host layouts: even, uneven (a host
 // short of ranks, a host of one), hosts of one rank each, ranks of a host
 // not contiguous, one host, and n = 11; every count and chunk as above.
 TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankTheSum) {
-  const Case hier{"hierarchicalAllReduce", hierarchicalAllReduce, true, 1, 1, 0};
+  const AlgorithmProgram& hier = *findProgram(CollKind::AllReduce, "hier");
   const std::vector<std::vector<int>> layouts = {
       {0, 0, 1, 1},          {0, 0, 1, 1, 2, 2},    {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 1},
       {0, 0, 0, 1},          {0, 1, 2},             {0, 1, 0, 1},       {0, 0, 0, 0},
@@ -257,17 +247,17 @@ TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankTheSum) {
 }
 
 TEST(HierarchicalSchedule, WithoutHostsItIsOneHost) {
-  const Case hier{"hierarchicalAllReduce", hierarchicalAllReduce, true, 1, 1, 0};
+  const AlgorithmProgram& hier = *findProgram(CollKind::AllReduce, "hier");
   for (int n = 1; n <= 8; ++n)
     for (size_t count : {1, 7, 64}) simulate(hier, n, count, 5, 0);
 }
 
 TEST(Schedule, CountZeroMovesNothing) {
-  for (const Case& c : kCases)
+  for (const AlgorithmProgram& c : algorithmPrograms())
     for (int n : {1, 3}) {
       TraceExecutor t;
       c.program(t, CallShape{0, n, 0, 4, 0});
-      for (const TraceStep& s : t.steps()) EXPECT_EQ(s.count, 0u) << c.name;
+      for (const TraceStep& s : t.steps()) EXPECT_EQ(s.count, 0u) << c.function;
     }
 }
 

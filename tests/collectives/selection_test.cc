@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "core/error.h"
 #include "tune/spin_advisor.h"
 #include "transports/transport.h"
@@ -211,6 +212,20 @@ TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
   EXPECT_TRUE(AlgorithmOverride("allreduce:hier").forced(CollKind::AllReduce, &a));
   EXPECT_EQ(a, Algo::kHier);
   EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
+}
+
+// Every algorithm the tuner may choose runs: a registered program, or one
+// of the all-reduces that are not programs (one-shot, slice).
+TEST(Selection, EveryCandidateHasAProgram) {
+  using algo::CollKind;
+  for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,
+                     CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                     CollKind::Gather, CollKind::Scatter, CollKind::Barrier})
+    for (Algo a : algorithmsFor(k)) {
+      if (a == Algo::kOneShot || a == Algo::kSlice) continue;
+      EXPECT_NE(algo::findProgram(k, algoName(a)), nullptr)
+          << algo::collName(k) << " " << algoName(a);
+    }
 }
 
 TEST(Selection, CoilAlgoKnowsTheNewNames) {

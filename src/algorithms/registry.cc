@@ -1,0 +1,85 @@
+#include "algorithms/registry.h"
+
+#include "algorithms/collectives.h"
+
+namespace coil::algo {
+
+const std::vector<AlgorithmProgram>& algorithmPrograms() {
+  using enum Layout;
+  using enum Blocks;
+  using K = CollKind;
+  static const std::vector<AlgorithmProgram> programs = {
+      {K::AllReduce, "ring", "ringAllReduce", ringAllReduce, kSeparate, kOne, kOne, false,
+       "reduce-scatter then all-gather around a ring, n-1 steps each"},
+      {K::AllReduce, "tree", "doubleTreeAllReduce", doubleTreeAllReduce, kInPlace, kOne, kOne,
+       false, "two binary trees, each reducing half the buffer up and broadcasting it down"},
+      {K::AllReduce, "hier", "hierarchicalAllReduce", hierarchicalAllReduce, kInPlace, kOne, kOne,
+       false, "a chain inside each host, one ring per rail across hosts, a chain back"},
+      {K::Broadcast, "ring", "ringBroadcast", ringBroadcast, kSeparate, kOne, kOne, false,
+       "a pipelined chain from the root"},
+      {K::Broadcast, "tree", "treeBroadcast", treeBroadcast, kInPlaceAtRoot, kOne, kOne, false,
+       "a pipelined binary tree from the root"},
+      {K::Reduce, "chain", "chainReduce", chainReduce, kSeparate, kOne, kOne, false,
+       "a pipelined chain into the root"},
+      {K::Reduce, "tree", "treeReduce", treeReduce, kAccumulate, kOne, kOne, false,
+       "a pipelined binary tree into the root"},
+      {K::AllGather, "ring", "ringAllGather", ringAllGather, kInPlaceOwnBlock, kOne, kPerRank,
+       false, "each block travels once around the ring"},
+      {K::ReduceScatter, "ring", "ringReduceScatter", ringReduceScatter, kSeparate, kPerRank,
+       kOne, true, "block b is reduced around the ring, completing at rank b"},
+      {K::AllToAll, "pairwise", "pairwiseAllToAll", pairwiseAllToAll, kSeparate, kPerRank,
+       kPerRank, false, "in step k, send to rank+k while receiving from rank-k"},
+      {K::Gather, "direct", "directGather", directGather, kSeparate, kOne, kPerRank, false,
+       "every rank sends its block to the root"},
+      {K::Scatter, "direct", "directScatter", directScatter, kSeparate, kPerRank, kOne, false,
+       "the root sends every rank its block"},
+  };
+  return programs;
+}
+
+const AlgorithmProgram* findProgram(CollKind collective, std::string_view name) {
+  if (collective == CollKind::Barrier) collective = CollKind::AllReduce;
+  for (const AlgorithmProgram& p : algorithmPrograms())
+    if (p.collective == collective && name == p.name) return &p;
+  return nullptr;
+}
+
+bool parseCollective(std::string_view name, CollKind* kind) {
+  for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,
+                     CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
+                     CollKind::Gather, CollKind::Scatter, CollKind::Barrier})
+    if (name == collName(k)) {
+      *kind = k;
+      return true;
+    }
+  return false;
+}
+
+std::vector<std::pair<int, size_t>> expectedContributions(CollKind collective, int r, int n,
+                                                          size_t count, int root, size_t o) {
+  std::vector<std::pair<int, size_t>> e;
+  auto all = [&](size_t element) {
+    for (int q = 0; q < n; ++q) e.emplace_back(q, element);
+  };
+  const int block = count ? static_cast<int>(o / count) : 0;
+  const size_t within = count ? o % count : 0;
+  switch (collective) {
+    case CollKind::AllReduce:
+    case CollKind::Barrier: all(o); break;
+    case CollKind::Broadcast: e.emplace_back(root, o); break;
+    case CollKind::Reduce:
+      if (r == root) all(o);
+      break;
+    case CollKind::AllGather: e.emplace_back(block, within); break;
+    case CollKind::ReduceScatter: all(static_cast<size_t>(r) * count + o); break;
+    case CollKind::AllToAll: e.emplace_back(block, static_cast<size_t>(r) * count + within); break;
+    case CollKind::Gather:
+      if (r == root) e.emplace_back(block, within);
+      break;
+    case CollKind::Scatter: e.emplace_back(root, static_cast<size_t>(r) * count + o); break;
+    default: break;
+  }
+  return e;
+}
+
+}  // namespace coil::algo

@@ -1,0 +1,75 @@
+// The registry of coil's algorithm programs: one entry per (collective,
+// algorithm) that runs as a per-rank program over Primitives.
+//
+// Everything that needs to know an algorithm reads it here:
+//   - the collective driver (src/comm/collective_driver.cc) finds the
+//     program for the tuner's choice and sets up the buffers its layout asks;
+//   - coil-sim lists, traces and replays any collective × algorithm;
+//   - the schedule replay (tests/algorithms/schedule_test.cc) checks every
+//     entry for deadlock freedom and exact contributions.
+// Adding an algorithm: one file with its program (collectives.h) and one
+// line in registry.cc. The names are COIL_ALGO's (src/tune/tuner.h).
+//
+// The all-reduce over the shared-memory window (oneshot, slice) and the
+// one-shot over FIFOs are not Primitives programs yet; they run in
+// window_allreduce.cc and fifo_oneshot.cc.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "algorithms/fingerprint.h"
+#include "algorithms/primitives.h"
+
+namespace coil::algo {
+
+using Program = void (*)(Primitives&, const CallShape&);
+
+/// Where a program reads its input and writes its output. In-place layouts
+/// run with input == output: the driver first copies the rank's input into
+/// its output buffer (where the layout says), and the program reads and
+/// accumulates there.
+enum class Layout {
+  kSeparate,        // input and output are the caller's two buffers
+  kInPlace,         // output starts as this rank's input (every rank)
+  kInPlaceAtRoot,   // the root's output starts as its input; others receive into theirs
+  kInPlaceOwnBlock, // this rank's input is block `rank` of its output (all-gather)
+  kAccumulate,      // the root accumulates in its output, a rank that reduces two
+                    // children in scratch; the others only read their input (tree reduce)
+};
+
+/// How many blocks of `count` elements a rank's buffers span.
+enum class Blocks { kOne, kPerRank };
+
+struct AlgorithmProgram {
+  CollKind collective;
+  const char* name;      // as COIL_ALGO spells it: "ring", "tree", "chain", ...
+  const char* function;  // the program's C++ name, for docs and test names
+  Program program;
+  Layout layout;
+  Blocks input;          // input buffer: count or count × nranks elements
+  Blocks output;
+  bool outputAtOwnBlock; // output[0] stands for element rank × count (reduce-scatter)
+  const char* summary;   // one line: what each rank does
+};
+
+/// Every registered program, collective by collective.
+const std::vector<AlgorithmProgram>& algorithmPrograms();
+
+/// The entry for `collective` run by the algorithm called `name`, or null.
+/// A barrier runs the all-reduce's programs on one element.
+const AlgorithmProgram* findProgram(CollKind collective, std::string_view name);
+
+/// The collectives coil-sim and the tests know, parsed from their names
+/// ("allreduce", "reducescatter", ...); false for an unknown name.
+bool parseCollective(std::string_view name, CollKind* kind);
+
+/// What a rank's output holds when the collective completes: the inputs
+/// of each output element, as (rank, input element) pairs; empty where
+/// the output is unspecified (a non-root rank's output of reduce/gather).
+/// The independent reference the schedule replay and coil-sim check against.
+std::vector<std::pair<int, size_t>> expectedContributions(CollKind collective, int rank, int nranks,
+                                                          size_t count, int root,
+                                                          size_t outputElement);
+
+}  // namespace coil::algo

@@ -1,0 +1,135 @@
+// coil-sim's replay (tools/sim/simulation.h): steps, messages, verdicts and
+// costs, against what the algorithms and the tuner say independently.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "algorithms/collectives.h"
+#include "model.h"
+#include "simulation.h"
+
+namespace coil::sim {
+namespace {
+
+using algo::CollKind;
+
+Request request(CollKind kind, const char* algorithm, int n, size_t count, size_t chunk = 0) {
+  Request r;
+  r.collective = kind;
+  r.algorithm = algo::findProgram(kind, algorithm);
+  r.nranks = n;
+  r.count = count;
+  r.chunkElems = chunk;
+  return r;
+}
+
+TEST(Simulation, EveryRegisteredProgramEndsAsItsCollectiveDefines) {
+  for (const auto& a : algo::algorithmPrograms())
+    for (int n : {1, 2, 3, 5, 8})
+      for (size_t count : {1, 7, 20}) {
+        Request r = request(a.collective, a.name, n, count);
+        r.root = n / 2;
+        const Simulation s = simulate(r);
+        EXPECT_FALSE(s.deadlocked) << a.function << " n=" << n;
+        EXPECT_TRUE(s.wrong.empty()) << a.function << " n=" << n << ": " << s.wrong.front();
+        for (const Message& m : s.messages)
+          EXPECT_GT(m.receivedRound, m.sentRound - (m.exchange ? 1 : 0)) << a.function;
+      }
+}
+
+TEST(Simulation, RingAllReduceTakesTwoNMinusOneSteps) {
+  for (int n : {2, 3, 4, 7}) {
+    const Simulation s = simulate(request(CollKind::AllReduce, "ring", n, 4 * n));
+    EXPECT_EQ(s.rounds, 2 * n - 1);
+    EXPECT_EQ(s.messages.size(), static_cast<size_t>(2 * (n - 1) * n));
+    // Every rank runs in every step: the ring never waits.
+    EXPECT_EQ(s.actions.size(), static_cast<size_t>((2 * n - 1) * n));
+  }
+}
+
+TEST(Simulation, PairwiseExchangesMeetInOneStep) {
+  const Simulation s = simulate(request(CollKind::AllToAll, "pairwise", 4, 1));
+  EXPECT_EQ(s.rounds, 4);  // the local copy, then three exchanges
+  for (const Message& m : s.messages) EXPECT_EQ(m.receivedRound, m.sentRound);
+}
+
+TEST(Simulation, ValuesGrowStepByStep) {
+  const Simulation s = simulate(request(CollKind::AllReduce, "ring", 3, 6));
+  ASSERT_EQ(s.outputs.size(), static_cast<size_t>(s.rounds + 1));
+  // Out of place: nothing before the first step; all of it after the last.
+  for (int r = 0; r < 3; ++r) {
+    for (Contributors c : s.outputs.front()[r]) EXPECT_EQ(c, 0u);
+    for (Contributors c : s.outputs.back()[r]) EXPECT_EQ(c, 0b111u);
+  }
+  EXPECT_EQ(contributorsText(0b101, 3), "0.2");
+}
+
+void deadlockingProgram(algo::Primitives& p, const algo::CallShape& s) {
+  p.recv(1 - s.rank, 0, s.count);  // both ranks wait for the other first
+  p.send(1 - s.rank, 0, s.count);
+}
+
+TEST(Simulation, ADeadlockIsReported) {
+  algo::AlgorithmProgram bad = *algo::findProgram(CollKind::AllReduce, "ring");
+  bad.program = deadlockingProgram;
+  Request r = request(CollKind::AllReduce, "ring", 2, 4);
+  r.algorithm = &bad;
+  const Simulation s = simulate(r);
+  EXPECT_TRUE(s.deadlocked);
+  EXPECT_EQ(s.rounds, 0);
+}
+
+void forgetfulRing(algo::Primitives& p, const algo::CallShape& s) {
+  algo::ringAllReduce(p, s);
+  if (s.rank == 0) p.copy(0, 0, 1);  // overwrites element 0 with rank 0's input alone
+}
+
+TEST(Simulation, AWrongResultIsNamed) {
+  algo::AlgorithmProgram bad = *algo::findProgram(CollKind::AllReduce, "ring");
+  bad.program = forgetfulRing;
+  Request r = request(CollKind::AllReduce, "ring", 3, 6);
+  r.algorithm = &bad;
+  const Simulation s = simulate(r);
+  ASSERT_EQ(s.wrong.size(), 1u);
+  EXPECT_EQ(s.wrong[0], "rank 0 element 0: has 0.., wants 012");
+}
+
+// The plan's steps, costed one by one, give the tuner's formula wherever the
+// formula assumes what the plan does (one message per step, no waiting).
+// Broadcast's plan has one step more than its formula: the root's copy of
+// its input (S·β), which both broadcast algorithms make, so the tuner leaves
+// it out; it is checked as that difference.
+TEST(Simulation, StepCostsSumToTheTunersFormula) {
+  const CostParams p{2.0, 1.0 / 4000, 1.0 / 8000, "test"};
+  struct Case {
+    CollKind kind;
+    const char* algorithm;
+    size_t chunk;
+  };
+  for (const Case& c : {Case{CollKind::AllReduce, "ring", 0}, Case{CollKind::AllReduce, "ring", 5},
+                        Case{CollKind::Reduce, "chain", 4}, Case{CollKind::Broadcast, "ring", 4},
+                        Case{CollKind::AllGather, "ring", 0},
+                        Case{CollKind::ReduceScatter, "ring", 0}})
+    for (int n : {2, 3, 5}) {
+      const Simulation s = simulate(request(c.kind, c.algorithm, n, 60, c.chunk));  // n | 60: even chunks
+      double sum = 0;
+      for (const RoundCost& rc : roundCosts(s, p)) sum += rc.total();
+      const auto tuner = tunerPredictionUs(s, p);
+      ASSERT_TRUE(tuner.has_value());
+      const double rootCopy = c.kind == CollKind::Broadcast ? 60 * 4 * p.betaUsPerB : 0.0;
+      EXPECT_NEAR(sum, *tuner + rootCopy, 1e-9 * *tuner)
+          << algo::collName(c.kind) << " " << c.algorithm << " n=" << n << " chunk=" << c.chunk;
+    }
+}
+
+TEST(Simulation, BadRequestsAreRefused) {
+  Request r = request(CollKind::AllReduce, "ring", 0, 4);
+  EXPECT_THROW(simulate(r), std::invalid_argument);
+  r = request(CollKind::Broadcast, "ring", 3, 4);
+  r.root = 3;
+  EXPECT_THROW(simulate(r), std::invalid_argument);
+  EXPECT_THROW(transportCosts("carrier-pigeon"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace coil::sim

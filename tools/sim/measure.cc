@@ -1,0 +1,84 @@
+#include "measure.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "coil.h"
+
+namespace coil::sim {
+namespace {
+
+// One call of the simulated collective on one rank.
+coilResult_t runOnce(const Request& r, coilComm_t comm, const float* in, float* out) {
+  const size_t n = r.count;
+  switch (r.collective) {
+    case algo::CollKind::AllReduce: return coilAllReduce(in, out, n, coilFloat32, coilSum, comm, nullptr);
+    case algo::CollKind::Broadcast: return coilBroadcast(in, out, n, coilFloat32, r.root, comm, nullptr);
+    case algo::CollKind::Reduce: return coilReduce(in, out, n, coilFloat32, coilSum, r.root, comm, nullptr);
+    case algo::CollKind::AllGather: return coilAllGather(in, out, n, coilFloat32, comm, nullptr);
+    case algo::CollKind::ReduceScatter:
+      return coilReduceScatter(in, out, n, coilFloat32, coilSum, comm, nullptr);
+    case algo::CollKind::AllToAll: return coilAlltoAll(in, out, n, coilFloat32, comm, nullptr);
+    case algo::CollKind::Gather: return coilGather(in, out, n, coilFloat32, r.root, comm, nullptr);
+    case algo::CollKind::Scatter: return coilScatter(in, out, n, coilFloat32, r.root, comm, nullptr);
+    case algo::CollKind::Barrier: return coilBarrier(comm, nullptr);
+    default: return coilInvalidArgument;
+  }
+}
+
+}  // namespace
+
+Measurement measure(const Simulation& s, const std::string& transport, int iterations) {
+  const Request& r = s.request;
+  Measurement m;
+  if (!r.hostOf.empty()) {
+    m.why = "the ranks of --measure share one host; the simulated hosts cannot be measured here";
+    return m;
+  }
+  if (r.collective == algo::CollKind::Barrier) {
+    m.why = "COIL_ALGO does not force a barrier's algorithm";
+    return m;
+  }
+  // The simulated algorithm and chunk, forced for the real run.
+  const std::string force = std::string(algo::collName(r.collective)) + ":" + r.algorithm->name;
+  setenv("COIL_ALGO", force.c_str(), 1);
+  setenv("COIL_TRANSPORT", transport.c_str(), 1);
+  const int n = r.nranks;
+  std::vector<coilComm_t> comms(n);
+  if (coilCommInitAll(comms.data(), n, nullptr) != coilSuccess) {
+    m.why = std::string("coilCommInitAll failed: ") + coilGetLastError(nullptr);
+    return m;
+  }
+  constexpr int kWarmups = 5;
+  std::vector<coilResult_t> results(n, coilSuccess);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank)
+    threads.emplace_back([&, rank] {
+      std::vector<float> in(s.inputElems, 1.0f), out(s.outputElems);
+      for (int i = 0; i < kWarmups && results[rank] == coilSuccess; ++i)
+        results[rank] = runOnce(r, comms[rank], in.data(), out.data());
+      coilBarrier(comms[rank], nullptr);
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < iterations && results[rank] == coilSuccess; ++i)
+        results[rank] = runOnce(r, comms[rank], in.data(), out.data());
+      if (rank == 0)
+        m.microseconds =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count() /
+            iterations;
+    });
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < n; ++rank) {
+    if (results[rank] != coilSuccess && m.why.empty())
+      m.why = "rank " + std::to_string(rank) + ": " + coilGetLastError(comms[rank]);
+    coilCommDestroy(comms[rank]);
+  }
+  m.ran = m.why.empty();
+  m.iterations = iterations;
+  return m;
+}
+
+}  // namespace coil::sim
