@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/printable.h"
 #include "core/log.h"
+#include "core/variables.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
 
@@ -95,6 +96,10 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
       abortFlag_(abortFlag),
       id_(nextCommunicatorId.fetch_add(1)) {
   log::setThreadRank(rank);
+  // Every init path (init, split, shrink) comes here: the first one warns
+  // about misspelt COIL_ names and values no reader knows, which would
+  // otherwise be ignored without a word.
+  env::warnAboutEnvironmentOnce();
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(getpid());
   Deadline deadline = Deadline::after(options_.timeoutMs);
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " joining rendezvous at ", id.root.toString(),

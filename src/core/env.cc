@@ -2,12 +2,18 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/variables.h"
 
 namespace coil::env {
 
 std::optional<std::string> get(const char* name) {
+  // Every COIL_ variable must be in the table (variables.cc): it is what the
+  // init-time check and README's table are checked against.
+  if (std::string_view(name).starts_with("COIL_") && findVariable(name) == nullptr)
+    fail(coilInternalError, name, " is read but not registered in src/core/variables.cc");
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);

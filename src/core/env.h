@@ -7,7 +7,9 @@
 
 namespace coil::env {
 
-/// The variable's value, or nullopt when unset or empty.
+/// The variable's value, or nullopt when unset or empty. A COIL_ name must be
+/// registered in core/variables.cc; reading one that is not throws
+/// coilInternalError naming it.
 std::optional<std::string> get(const char* name);
 /// An integer variable; throws coilInvalidUsage naming it if not a number
 /// within [minValue, maxValue].
