@@ -16,7 +16,7 @@
 //     this rank's step s, waitAll(s) returns once every rank has posted s.
 //     That is the only synchronisation there is.
 //
-// The protocol an algorithm follows (window_allreduce.cc states it in full):
+// The protocol an algorithm follows (window_programs.h states it in full):
 // at step s a rank writes its slot s % kSlots, stamps it, posts s, waits
 // until all ranks have posted s, then reads their step-s slots, and only
 // before it posts s + 1. Because no rank can post s + 1 before every rank

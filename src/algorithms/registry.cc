@@ -15,6 +15,14 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        false, "two binary trees, each reducing half the buffer up and broadcasting it down"},
       {K::AllReduce, "hier", "hierarchicalAllReduce", hierarchicalAllReduce, kInPlace, kOne, kOne,
        false, "a chain inside each host, one ring per rail across hosts, a chain back"},
+      {K::AllReduce, "oneshot", "windowOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
+       "one host: every rank puts its input in its window slot, then reduces all n slots "
+       "(without a window: the one-shot over FIFOs, not a program yet)",
+       windowOneShotProgram<WindowTrace>},
+      {K::AllReduce, "slice", "windowSliceProgram", nullptr, kSeparate, kOne, kOne, false,
+       "one host: rank r reduces slice r of every piece from all n slots and publishes it; "
+       "every rank copies the others' slices out",
+       windowSliceProgram<WindowTrace>},
       {K::Broadcast, "ring", "ringBroadcast", ringBroadcast, kSeparate, kOne, kOne, false,
        "a pipelined chain from the root"},
       {K::Broadcast, "tree", "treeBroadcast", treeBroadcast, kInPlaceAtRoot, kOne, kOne, false,

@@ -10,9 +10,11 @@
 // Adding an algorithm: one file with its program (collectives.h) and one
 // line in registry.cc. The names are COIL_ALGO's (src/tune/tuner.h).
 //
-// The all-reduce over the shared-memory window (oneshot, slice) and the
-// one-shot over FIFOs are not Primitives programs yet; they run in
-// window_allreduce.cc and fifo_oneshot.cc.
+// Two kinds of program: per-rank programs over Primitives (FIFO links,
+// run by FifoExecutor), and the all-reduces over the shared-memory window
+// (window_programs.h: run by WindowExecutor in window_allreduce.cc, traced
+// by WindowTrace). The one-shot over FIFOs (fifo_oneshot.cc), which the
+// tuner runs as "oneshot" where there is no window, is neither yet.
 #pragma once
 
 #include <string_view>
@@ -20,6 +22,7 @@
 
 #include "algorithms/fingerprint.h"
 #include "algorithms/primitives.h"
+#include "algorithms/window_trace.h"
 
 namespace coil::algo {
 
@@ -45,12 +48,15 @@ struct AlgorithmProgram {
   CollKind collective;
   const char* name;      // as COIL_ALGO spells it: "ring", "tree", "chain", ...
   const char* function;  // the program's C++ name, for docs and test names
-  Program program;
+  Program program;       // null for a window program
   Layout layout;
   Blocks input;          // input buffer: count or count × nranks elements
   Blocks output;
   bool outputAtOwnBlock; // output[0] stands for element rank × count (reduce-scatter)
   const char* summary;   // one line: what each rank does
+  /// A window program (all-reduce on one host) instead of `program`.
+  WindowTraceProgram windowProgram = nullptr;
+  bool onWindow() const { return windowProgram != nullptr; }
 };
 
 /// Every registered program, collective by collective.

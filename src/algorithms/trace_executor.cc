@@ -15,11 +15,55 @@ const char* primitiveName(PrimitiveKind kind) {
     case PrimitiveKind::RecvReduce: return "recvReduce";
     case PrimitiveKind::Copy: return "copy";
     case PrimitiveKind::SendRecv: return "sendRecv";
+    case PrimitiveKind::Put: return "put";
+    case PrimitiveKind::Post: return "post";
+    case PrimitiveKind::Wait: return "wait";
+    case PrimitiveKind::ReduceToOutput: return "reduceToOutput";
+    case PrimitiveKind::ReduceToSlot: return "reduceToSlot";
+    case PrimitiveKind::CopyOut: return "copyOut";
   }
   return "?";
 }
 
+namespace {
+
+// "put in[0,+4) -> slot0[0]", "reduceToSlot slot0[2,+2) -> slot1", ...
+std::string describeWindow(const TraceStep& s) {
+  std::ostringstream os;
+  os << primitiveName(s.kind) << ' ';
+  auto span = [&](size_t at) { os << '[' << at << ",+" << s.count << ')'; };
+  switch (s.kind) {
+    case PrimitiveKind::Put:
+      os << "in";
+      span(s.inOffset);
+      os << " -> slot" << s.slot << (s.inlined ? " inline" : "") << '[' << s.offset << ']';
+      break;
+    case PrimitiveKind::Post: os << s.step << " (slot" << s.slot << ')'; break;
+    case PrimitiveKind::Wait: os << "all " << s.step; break;
+    case PrimitiveKind::ReduceToOutput:
+      os << "slot" << s.slot << (s.inlined ? " inline" : "");
+      span(s.inOffset);
+      os << (s.ownFromSlot ? "" : " (own: in)") << " -> out[" << s.offset << ']';
+      break;
+    case PrimitiveKind::ReduceToSlot:
+      os << "slot" << s.slot;
+      span(s.offset);
+      os << " (own: in[" << s.inOffset << "]) -> slot" << s.toSlot;
+      break;
+    case PrimitiveKind::CopyOut:
+      os << s.from << ":slot" << s.slot;
+      span(s.inOffset);
+      os << " -> out[" << s.offset << ']';
+      break;
+    default: break;
+  }
+  return os.str();
+}
+
+}  // namespace
+
 std::string describe(const TraceStep& s, int rank) {
+  if (isWindowKind(s.kind)) return describeWindow(s);
   std::ostringstream os;
   os << primitiveName(s.kind) << ' ';
   if (s.from >= 0) os << s.from << "->";

@@ -19,14 +19,23 @@ enum class PrimitiveKind {
   RecvReduceCopy,
   RecvReduce,
   Copy,
-  SendRecv
+  SendRecv,
+  // The window programs' vocabulary (window_programs.h, window_trace.h).
+  Put,             // my slot `slot` [offset,+count) ← input [inOffset, …)
+  Post,            // publish `step` (my slot `slot` stamped)
+  Wait,            // until every rank has posted `step`
+  ReduceToOutput,  // output [offset,+count) ← ⊕ of every rank's slot `slot` [inOffset, …)
+  ReduceToSlot,    // my slot `toSlot` [offset,+count) ← ⊕ of every rank's slot `slot` [offset, …),
+                   // own term from input [inOffset, …)
+  CopyOut          // output [offset,+count) ← rank `from`'s slot `slot` [inOffset, …)
 };
 
 const char* primitiveName(PrimitiveKind kind);
 
 /// One recorded call. `from`/`to` are -1 when the primitive has no such side.
 /// `offset` indexes the buffer the primitive writes (output) when it has
-/// one, else the input; `inOffset` is the input offset of copy/sendRecv.
+/// one, else the input; `inOffset` is the input offset of copy/sendRecv
+/// (for the window kinds: where they read, see PrimitiveKind).
 struct TraceStep {
   PrimitiveKind kind;
   int from;
@@ -34,8 +43,17 @@ struct TraceStep {
   size_t offset;
   size_t count;
   size_t inOffset = SIZE_MAX;  // only copy and sendRecv read elsewhere
+  // The window kinds only:
+  int slot = -1;              // the slot read (or written by put, posted by post)
+  int toSlot = -1;            // reduceToSlot: the slot written
+  uint32_t step = 0;          // post, wait
+  bool ownFromSlot = false;   // reduceToOutput: this rank's term from its slot, not its input
+  bool inlined = false;       // put, reduceToOutput: through the slot's inline lines
   bool operator==(const TraceStep&) const = default;
 };
+
+/// True for the window kinds (Put … CopyOut).
+inline bool isWindowKind(PrimitiveKind k) { return k >= PrimitiveKind::Put; }
 
 /// "recvReduceSend 2->0->1 [4,+2)"
 std::string describe(const TraceStep& step, int rank);

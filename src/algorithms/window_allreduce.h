@@ -12,7 +12,8 @@
 //
 // Both reduce every element in the fixed order x0 ⊕ x1 ⊕ ... ⊕ x(n-1) (and
 // finish coilAvg once), so every rank ends with the same bits, run after run.
-// Step tables, slot reuse, cost formulas and measurements: docs/performance.md.
+// The programs, their step protocol and costs: window_programs.h (coil-sim
+// shows them: docs/algorithms.md); measurements: docs/performance.md.
 #pragma once
 
 #include <cstddef>

@@ -179,8 +179,8 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   // The buffers as the program's layout wants them (algorithms/registry.h).
   const algo::AlgorithmProgram* program =
       algo::findProgram(c.kind, tune::algoName(choice.algorithm));
-  if (!program)
-    fail(coilInternalError, describe(), ": no program for algorithm ",
+  if (!program || !program->program)
+    fail(coilInternalError, describe(), ": no FIFO program for algorithm ",
          tune::algoName(choice.algorithm));
   const size_t bytes = c.count * esize;
   uint8_t* out = static_cast<uint8_t*>(c.recvbuff);

@@ -214,15 +214,14 @@ TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
   EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
 }
 
-// Every algorithm the tuner may choose runs: a registered program, or one
-// of the all-reduces that are not programs (one-shot, slice).
+// Every algorithm the tuner may choose is a registered program (the
+// one-shot's window program stands for its FIFO form too).
 TEST(Selection, EveryCandidateHasAProgram) {
   using algo::CollKind;
   for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,
                      CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,
                      CollKind::Gather, CollKind::Scatter, CollKind::Barrier})
     for (Algo a : algorithmsFor(k)) {
-      if (a == Algo::kOneShot || a == Algo::kSlice) continue;
       EXPECT_NE(algo::findProgram(k, algoName(a)), nullptr)
           << algo::collName(k) << " " << algoName(a);
     }

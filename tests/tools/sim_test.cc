@@ -23,18 +23,43 @@ Request request(CollKind kind, const char* algorithm, int n, size_t count, size_
   return r;
 }
 
+// Every registered program, FIFO and window alike (the window programs'
+// schedule replay is this one: it knows shared slots and the step
+// handshake), for n = 1-8 and 11, at awkward counts and chunks.
 TEST(Simulation, EveryRegisteredProgramEndsAsItsCollectiveDefines) {
   for (const auto& a : algo::algorithmPrograms())
-    for (int n : {1, 2, 3, 5, 8})
-      for (size_t count : {1, 7, 20}) {
-        Request r = request(a.collective, a.name, n, count);
-        r.root = n / 2;
-        const Simulation s = simulate(r);
-        EXPECT_FALSE(s.deadlocked) << a.function << " n=" << n;
-        EXPECT_TRUE(s.wrong.empty()) << a.function << " n=" << n << ": " << s.wrong.front();
-        for (const Message& m : s.messages)
-          EXPECT_GT(m.receivedRound, m.sentRound - (m.exchange ? 1 : 0)) << a.function;
-      }
+    for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 11})
+      for (size_t count : {1, 2, 7, 20, 64})
+        for (size_t chunk : {0, 1, 5}) {
+          Request r = request(a.collective, a.name, n, count, chunk);
+          r.root = n / 2;
+          const Simulation s = simulate(r);
+          const std::string what = std::string(a.function) + " n=" + std::to_string(n) +
+                                   " count=" + std::to_string(count) +
+                                   " chunk=" + std::to_string(chunk);
+          EXPECT_FALSE(s.deadlocked) << what;
+          EXPECT_TRUE(s.wrong.empty()) << what << ": " << s.wrong.front();
+          for (const Message& m : s.messages)
+            EXPECT_GT(m.receivedRound, m.sentRound - (m.exchange ? 1 : 0)) << what;
+        }
+}
+
+// The window programs' reads: every peer's slot is read only after the
+// step that filled it was posted, and the one-shot reads every peer once.
+TEST(Simulation, WindowProgramsReadSlotsAfterTheirStep) {
+  const Simulation one = simulate(request(CollKind::AllReduce, "oneshot", 4, 3));
+  EXPECT_EQ(one.rounds, 4);  // put, post, wait, reduce
+  EXPECT_EQ(one.messages.size(), 4u * 3u);
+  for (const Message& m : one.messages) {
+    EXPECT_NE(m.from, m.to);
+    EXPECT_LT(m.sentRound, m.receivedRound);
+  }
+  const Simulation slice = simulate(request(CollKind::AllReduce, "slice", 3, 12, 6));
+  EXPECT_TRUE(slice.wrong.empty());
+  // Two pieces, two handshakes each.
+  size_t waits = 0;
+  for (const auto& st : slice.programs[0]) waits += st.kind == algo::PrimitiveKind::Wait;
+  EXPECT_EQ(waits, 4u);
 }
 
 TEST(Simulation, RingAllReduceTakesTwoNMinusOneSteps) {
@@ -107,6 +132,8 @@ TEST(Simulation, StepCostsSumToTheTunersFormula) {
     size_t chunk;
   };
   for (const Case& c : {Case{CollKind::AllReduce, "ring", 0}, Case{CollKind::AllReduce, "ring", 5},
+                        Case{CollKind::AllReduce, "oneshot", 0}, Case{CollKind::AllReduce, "slice", 0},
+                        Case{CollKind::AllReduce, "slice", 30},
                         Case{CollKind::Reduce, "chain", 4}, Case{CollKind::Broadcast, "ring", 4},
                         Case{CollKind::AllGather, "ring", 0},
                         Case{CollKind::ReduceScatter, "ring", 0}})

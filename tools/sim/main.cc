@@ -59,8 +59,8 @@ void listAlgorithms() {
     std::printf("%-14s %-9s %-24s %s\n", algo::collName(a.collective), a.name, a.function, a.summary);
   std::printf("%-14s %-9s %-24s %s\n", "barrier", "ring", "ringAllReduce",
               "an all-reduce of one element");
-  std::printf("\nNot programs yet (they run their own loops: window_allreduce.cc, fifo_oneshot.cc),\n"
-              "so coil-sim cannot show them: allreduce oneshot, allreduce slice.\n");
+  std::printf("\nNot a program yet: the one-shot over FIFOs (fifo_oneshot.cc), which the tuner\n"
+              "runs as allreduce oneshot where the ranks share no window.\n");
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -153,9 +153,6 @@ int main(int argc, char** argv) {
       }
   req.algorithm = algo::findProgram(req.collective, algoName);
   if (!req.algorithm) {
-    if (algoName == "oneshot" || algoName == "slice")
-      bad(algoName + " is not a program yet (it runs its own loop in window_allreduce.cc or "
-                     "fifo_oneshot.cc), so coil-sim cannot show it; --list shows what it can");
     bad(std::string(algo::collName(req.collective)) + " has no algorithm '" + algoName +
         "' (see --list)");
   }
@@ -178,7 +175,7 @@ int main(int argc, char** argv) {
   }
   CostParams params;
   try {
-    params = transportCosts(transport);
+    params = algorithmCosts(transport, *req.algorithm);
   } catch (const std::exception& e) {
     bad(e.what());
   }

@@ -23,16 +23,20 @@ CostParams transportCosts(const std::string& name) {
   return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in FIFO costs"};
 }
 
-std::optional<double> tunerPredictionUs(const Simulation& s, const CostParams& p) {
-  const Request& r = s.request;
-  tune::Algo algorithm;
-  if (!tune::parseAlgo(r.algorithm->name, &algorithm)) return std::nullopt;
-  const tune::Cost cost{p.alphaUs, p.betaUsPerB, p.gammaUsPerB, 1.0};
+namespace {
+
+// A model whose window (when the algorithm needs one) holds the simulated
+// call, with `cost` for the simulated algorithm and its piece.
+tune::Model modelFor(const Request& r, const tune::Cost& cost, tune::Algo algorithm) {
   tune::Topology topo;
   topo.nranks = r.nranks;
   topo.fifo = topo.oneShot = topo.local = cost;
   topo.chunkBytes = r.chunkElems * r.elementBytes;  // the simulated chunk, not a per-call one
   topo.cacheBytes = size_t{1} << 62;                // in cache: no memory factor
+  if (r.algorithm->onWindow()) {
+    topo.windowSlotBytes = size_t{1} << 40;
+    topo.windowInlineBytes = 1908;
+  }
   std::map<int, int> perHost;
   for (int h : r.hostOf) ++perHost[h];
   if (!perHost.empty()) {
@@ -43,7 +47,36 @@ std::optional<double> tunerPredictionUs(const Simulation& s, const CostParams& p
       topo.largestHost = std::max(topo.largestHost, k);
     }
   }
-  const tune::Model model(topo);
+  tune::Model model(topo);
+  tune::ModelParams p = model.params();
+  if (algorithm == tune::Algo::kOneShot) p.windowOneShot = cost;
+  if (algorithm == tune::Algo::kSlice) p.slice = cost;
+  p.slicePieceBytes = r.chunkElems * r.elementBytes;
+  p.lineTransferUs = 0;  // the simulation has no separate line transfer after the flag
+  model.adopt(p);
+  return model;
+}
+
+}  // namespace
+
+CostParams algorithmCosts(const std::string& name, const algo::AlgorithmProgram& algorithm) {
+  CostParams fifo = transportCosts(name);
+  tune::Algo a;
+  if (!algorithm.onWindow() || !tune::parseAlgo(algorithm.name, &a)) return fifo;
+  tune::Topology topo;
+  topo.nranks = 2;
+  topo.windowSlotBytes = size_t{1} << 20;
+  const tune::Cost& c = tune::Model(topo).cost(a);
+  return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB,
+          std::string("the shared window's built-in ") + algorithm.name + " costs"};
+}
+
+std::optional<double> tunerPredictionUs(const Simulation& s, const CostParams& p) {
+  const Request& r = s.request;
+  tune::Algo algorithm;
+  if (!tune::parseAlgo(r.algorithm->name, &algorithm)) return std::nullopt;
+  const tune::Cost cost{p.alphaUs, p.betaUsPerB, p.gammaUsPerB, 1.0};
+  const tune::Model model = modelFor(r, cost, algorithm);
   const CollectiveCall call{r.collective, nullptr, nullptr, r.count, coilFloat32, coilSum, r.root};
   return model.predictUs(r.collective, algorithm, modelBytes(call, r.nranks));
 }

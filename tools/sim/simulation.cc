@@ -22,10 +22,17 @@ bool reduces(K k) {
 bool readsInput(K k) { return k != K::Recv && k != K::RecvCopySend; }
 bool writesOutput(K k) { return k != K::Send && k != K::RecvReduceSend; }
 
-// The rank state the replay keeps: its buffers as contributor sets.
+// The rank state the replay keeps: its buffers as contributor sets, and
+// for window programs its two slots and when it posted each step.
 struct RankBuffers {
   std::vector<Contributors> input, output;
+  std::vector<Contributors> slots[2];
+  std::map<uint32_t, int> postRound;  // step -> the round it was posted in
+  int slotPostRound[2] = {-1, -1};    // the round each slot was last published
 };
+
+// Bytes a slot's inline lines carry (transports/window.h, Window::kInlineBytes).
+constexpr size_t kWindowInlineBytes = 1908;
 
 }  // namespace
 
@@ -52,14 +59,29 @@ Simulation simulate(const Request& req) {
   const size_t chunk = req.chunkElems       ? req.chunkElems
                        : cutsInN            ? count / static_cast<size_t>(n) + 1
                                             : std::max<size_t>(count, 1);
-  s.request.chunkElems = chunk;
   s.inputElems = (a.input == Blocks::kOne ? 1 : n) * count;
   s.outputElems = (a.output == Blocks::kOne ? 1 : n) * count;
   const std::vector<int>* hostOf = req.hostOf.empty() ? nullptr : &req.hostOf;
-  for (int r = 0; r < n; ++r) {
-    algo::TraceExecutor t;
-    a.program(t, algo::CallShape{r, n, count, chunk, req.root, hostOf});
-    s.programs.push_back(t.steps());
+  if (a.onWindow()) {
+    // A window program's chunk is its piece: whole slices for n ranks (one
+    // piece by default). Slices start on whole elements here, where the
+    // library starts them on 64-byte lines.
+    const size_t unit = static_cast<size_t>(n);
+    const size_t piece = req.chunkElems ? req.chunkElems : std::max<size_t>(count, 1);
+    s.request.chunkElems = (piece + unit - 1) / unit * unit;
+    for (int r = 0; r < n; ++r) {
+      algo::WindowTrace t;
+      a.windowProgram(t, algo::WindowShape{r, n, count, 1, s.request.chunkElems,
+                                           count * req.elementBytes <= kWindowInlineBytes});
+      s.programs.push_back(t.steps());
+    }
+  } else {
+    s.request.chunkElems = chunk;
+    for (int r = 0; r < n; ++r) {
+      algo::TraceExecutor t;
+      a.program(t, algo::CallShape{r, n, count, chunk, req.root, hostOf});
+      s.programs.push_back(t.steps());
+    }
   }
 
   // Buffers as the driver sets them up for the program's layout.
@@ -68,6 +90,7 @@ Simulation simulate(const Request& req) {
   for (int r = 0; r < n; ++r) {
     ranks[r].input.assign(s.inputElems, Contributors{1} << r);
     ranks[r].output.assign(s.outputElems, 0);
+    for (auto& slot : ranks[r].slots) slot.assign(std::max(count, s.request.chunkElems), 0);
     auto& out = ranks[r].output;
     switch (a.layout) {
       case Layout::kSeparate: break;
@@ -105,6 +128,62 @@ Simulation simulate(const Request& req) {
     for (const auto& rb : ranks) o.push_back(rb.output);
     s.outputs.push_back(std::move(o));
   };
+  // One window primitive of rank r in `round`; false while it must wait.
+  // Reading a peer's slot is drawn as a message from the round the peer
+  // published it; *firstRead is the first such message (-1: none).
+  auto runWindowStep = [&](int r, int round, const algo::TraceStep& st, int* firstRead) {
+    RankBuffers& me = ranks[r];
+    auto readSlot = [&](int q, int slot, size_t at) {
+      if (at + st.count > ranks[q].slots[slot].size())
+        throw std::logic_error("rank " + std::to_string(r) + " reads outside a slot");
+      std::vector<Contributors> v(ranks[q].slots[slot].begin() + static_cast<ptrdiff_t>(at),
+                                  ranks[q].slots[slot].begin() + static_cast<ptrdiff_t>(at + st.count));
+      if (q != r) {
+        s.messages.push_back({q, r, ranks[q].slotPostRound[slot], round, at, st.count, v, false});
+        if (*firstRead < 0) *firstRead = static_cast<int>(s.messages.size()) - 1;
+      }
+      return v;
+    };
+    auto write = [&](std::vector<Contributors>& buf, size_t at, const std::vector<Contributors>& v) {
+      if (at + v.size() > buf.size())
+        throw std::logic_error("rank " + std::to_string(r) + " writes outside a buffer");
+      std::copy(v.begin(), v.end(), buf.begin() + static_cast<ptrdiff_t>(at));
+    };
+    // x0 ⊕ … ⊕ x(n-1) of slot `slot` at `at`; this rank's term from
+    // input [ownAt, …) unless ownFromSlot.
+    auto reduceAll = [&](int slot, size_t at, bool ownFromSlot, size_t ownAt) {
+      std::vector<Contributors> sum(st.count, 0);
+      for (int q = 0; q < n; ++q) {
+        const std::vector<Contributors> x =
+            q == r && !ownFromSlot ? read(r, ownAt, st.count) : readSlot(q, slot, at);
+        for (size_t i = 0; i < st.count; ++i) sum[i] |= x[i];
+      }
+      return sum;
+    };
+    switch (st.kind) {
+      case K::Put: write(me.slots[st.slot], st.offset, read(r, st.inOffset, st.count)); break;
+      case K::Post:
+        me.postRound[st.step] = round;
+        me.slotPostRound[st.slot] = round;
+        break;
+      case K::Wait:
+        for (int q = 0; q < n; ++q) {
+          auto it = ranks[q].postRound.find(st.step);
+          if (it == ranks[q].postRound.end() || it->second >= round) return false;
+        }
+        break;
+      case K::ReduceToOutput:
+        write(me.output, st.offset, reduceAll(st.slot, st.inOffset, st.ownFromSlot, st.offset));
+        break;
+      case K::ReduceToSlot:
+        write(me.slots[st.toSlot], st.offset, reduceAll(st.slot, st.offset, false, st.inOffset));
+        break;
+      case K::CopyOut: write(me.output, st.offset, readSlot(st.from, st.slot, st.inOffset)); break;
+      default: throw std::logic_error("not a window primitive");
+    }
+    return true;
+  };
+
   snapshot();
   for (int round = 0;; ++round) {
     bool unfinished = false;
@@ -120,6 +199,14 @@ Simulation simulate(const Request& req) {
     for (int r = 0; r < n; ++r) {
       if (pc[r] >= s.programs[r].size()) continue;
       const algo::TraceStep& st = s.programs[r][pc[r]];
+      if (algo::isWindowKind(st.kind)) {
+        int firstRead = -1;
+        if (!runWindowStep(r, round, st, &firstRead)) continue;
+        s.actions.push_back({r, pc[r], round, st, firstRead, -1});
+        ++pc[r];
+        ran = true;
+        continue;
+      }
       int in = -1;
       if (st.from >= 0 && st.count > 0) {
         auto& q = links[{st.from, r}];
@@ -187,9 +274,22 @@ std::vector<RoundCost> roundCosts(const Simulation& s, const CostParams& p) {
   for (const Action& act : s.actions) {
     const double bytes = static_cast<double>(act.step.count) * esize;
     RoundCost c;
-    if (act.messageIn >= 0) c.alphaUs = p.alphaUs;
-    if (act.messageIn >= 0 || act.step.kind == K::Copy) c.betaUs = bytes * p.betaUsPerB;
-    if (reduces(act.step.kind)) c.gammaUs = bytes * p.gammaUsPerB;
+    if (algo::isWindowKind(act.step.kind)) {
+      // The window: a handshake per wait, β per byte copied in or out, and
+      // an n-way reduction is n-1 reductions per byte.
+      switch (act.step.kind) {
+        case K::Wait: c.alphaUs = p.alphaUs; break;
+        case K::Put:
+        case K::CopyOut: c.betaUs = bytes * p.betaUsPerB; break;
+        case K::ReduceToOutput:
+        case K::ReduceToSlot: c.gammaUs = bytes * (s.request.nranks - 1) * p.gammaUsPerB; break;
+        default: break;
+      }
+    } else {
+      if (act.messageIn >= 0) c.alphaUs = p.alphaUs;
+      if (act.messageIn >= 0 || act.step.kind == K::Copy) c.betaUs = bytes * p.betaUsPerB;
+      if (reduces(act.step.kind)) c.gammaUs = bytes * p.gammaUsPerB;
+    }
     if (c.total() > worst[act.round]) {
       worst[act.round] = c.total();
       costs[act.round] = c;

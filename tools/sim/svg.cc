@@ -50,13 +50,21 @@ const char* abbreviation(K kind) {
     case K::RecvReduce: return "rr";
     case K::Copy: return "copy";
     case K::SendRecv: return "sr";
+    case K::Put: return "put";
+    case K::Post: return "post";
+    case K::Wait: return "wait";
+    case K::ReduceToOutput: return "r>out";
+    case K::ReduceToSlot: return "r>slot";
+    case K::CopyOut: return "c>out";
   }
   return "?";
 }
 
 constexpr K kAllKinds[] = {K::Send,           K::Recv,         K::RecvReduceSend,
                            K::RecvReduceCopySend, K::RecvCopySend, K::RecvReduceCopy,
-                           K::RecvReduce,     K::Copy,         K::SendRecv};
+                           K::RecvReduce,     K::Copy,         K::SendRecv,
+                           K::Put,            K::Post,         K::Wait,
+                           K::ReduceToOutput, K::ReduceToSlot, K::CopyOut};
 
 std::string num(int v) { return std::to_string(v); }
 

@@ -10,6 +10,7 @@ namespace {
 std::string title(const Simulation& s) {
   std::string algo = s.request.algorithm->name;
   if (algo == "hier") algo = "hierarchical";
+  if (algo == "oneshot") algo = "one-shot";
   std::string coll = algo::collName(s.request.collective);
   if (coll == "allreduce") coll = "all-reduce";
   else if (coll == "allgather") coll = "all-gather";
@@ -29,13 +30,16 @@ bool rooted(algo::CollKind k) {
 
 void printHeader(std::FILE* out, const Simulation& s) {
   const Request& r = s.request;
-  std::fprintf(out, "%s (%s): %d ranks, %zu elements%s, chunk %zu elements", title(s).c_str(),
-               r.algorithm->function, r.nranks, r.count,
+  std::fprintf(out, "%s (%s): %d ranks, %zu elements%s", title(s).c_str(), r.algorithm->function,
+               r.nranks, r.count,
                r.algorithm->input == algo::Blocks::kPerRank ||
                        r.algorithm->output == algo::Blocks::kPerRank
                    ? " per block"
-                   : "",
-               r.chunkElems);
+                   : "");
+  if (!r.algorithm->onWindow()) std::fprintf(out, ", chunk %zu elements", r.chunkElems);
+  else if (std::string(r.algorithm->name) == "slice")
+    std::fprintf(out, ", pieces of %zu elements (slices start on whole elements here, on"
+                      " 64-byte lines in the library)", r.chunkElems);
   if (rooted(r.collective)) std::fprintf(out, ", root %d", r.root);
   if (!r.hostOf.empty()) {
     std::fprintf(out, ", hosts");
@@ -47,7 +51,12 @@ void printHeader(std::FILE* out, const Simulation& s) {
 
 void printSteps(std::FILE* out, const Simulation& s, const std::vector<RoundCost>* costs) {
   const int n = s.request.nranks;
-  std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); blank: the rank waits\n\n");
+  if (s.request.algorithm->onWindow())
+    std::fprintf(out, "Each cell: the primitive and its [offset,+count); put writes this rank's slot,"
+                      " post/wait are the step handshake,\nreduceTo* read every rank's slot,"
+                      " copyOut q:slot reads rank q's; blank: the rank waits\n\n");
+  else
+    std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); blank: the rank waits\n\n");
   std::vector<std::vector<std::string>> cells(s.rounds, std::vector<std::string>(n));
   size_t width = 8;
   for (const Action& a : s.actions) {

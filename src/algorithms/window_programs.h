@@ -1,0 +1,117 @@
+// The all-reduce programs over a shared-memory window (transports/window.h),
+// written once over a small vocabulary and run by two executors:
+//   WindowExecutor (window_allreduce.cc) — real data in the window's slots;
+//   WindowTrace    (window_trace.h)      — records every call, for the
+//                                          schedule tests and coil-sim.
+// The programs are templates over the executor, so the real one's calls are
+// inlined: the one-shot serves the smallest, most latency-bound calls coil
+// has (a quarter of a microsecond), where a virtual call per step would show.
+//
+// The executor's vocabulary (offsets and counts in elements; "my slot k" is
+// this rank's slot k, which only it writes and every rank may read after
+// waiting for the step that filled it):
+//   nextStep()                        the step after the last one posted
+//   put(k, in, at, n, inlined)        my slot k [at, at+n) ← input [in, in+n)
+//                                     (inlined: in the slot's inline lines, which
+//                                     travel with the step)
+//   post(step, k)                     stamp my slot k with the call, publish step
+//   wait(step, inlineElems)           until every rank has posted step (the one
+//                                     wait: deadline, abort, peers' liveness, and
+//                                     that every peer's slot belongs to this call)
+//   reduceToOutput(k, at, out, n, own, inlined)
+//                                     output [out, out+n) ← fin(x0 ⊕ … ⊕ x(n-1)),
+//                                     xq = rank q's slot k [at, at+n); this rank's
+//                                     own term from its input [out, …) or its slot
+//   reduceToSlot(k, at, j, n, in)     my slot j [at, at+n) ← fin(x0 ⊕ … ⊕ x(n-1)),
+//                                     xq = rank q's slot k [at, …), own term from
+//                                     input [in, in+n)
+//   copyOut(q, k, at, out, n)         output [out, out+n) ← rank q's slot k [at, at+n)
+//   joined()                          every rank is in the call (a tuning hook)
+//   done()                            the program is over (fences streaming stores)
+// Every rank reduces in the fixed order x0 ⊕ x1 ⊕ … ⊕ x(n-1), and fin()
+// (coilAvg's division) happens once per element, so all ranks get the same
+// bits, run after run.
+//
+// The step protocol: at step s a rank writes its slot s % 2, posts s, waits
+// for every rank to post s, then reads their step-s slots, and only before it
+// posts s + 1. So when it writes slot s % 2 again at step s + 2, every peer
+// has posted s + 1 and is done with step s.
+//
+// Cost per rank (S bytes, n ranks, pieces of P bytes, α one handshake, β a
+// copied byte, γ a reduced byte):
+//   one-shot  α + S·β + (n-1)·S·γ
+//   slice     2·⌈S/P⌉·α + (2n-1)/n·S·β + (n-1)/n·S·γ
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace coil::algo {
+
+/// One window all-reduce, as the programs see it.
+struct WindowShape {
+  int rank;
+  int nranks;
+  size_t count;       // elements
+  size_t lineElems;   // elements per cache line: slices start on lines, so two
+                      // ranks never write the same line of a slot or the output
+  size_t pieceElems;  // slice: elements per piece (whole line-slices for n ranks)
+  bool inlined;       // one-shot: the input fits a slot's inline lines
+};
+
+/// Where a reduction's own term comes from.
+enum class OwnTerm { kInput, kSlot };
+
+/// One-shot: every rank puts its whole input in its slot, posts one step,
+/// and reduces all n slots into its output. One handshake: the latency
+/// choice for small messages.
+template <class Executor>
+void windowOneShotProgram(Executor& w, const WindowShape& s) {
+  const uint32_t step = w.nextStep();
+  const int slot = static_cast<int>(step % 2);
+  w.put(slot, 0, 0, s.count, s.inlined);
+  w.post(step, slot);
+  w.wait(step, s.inlined ? s.count : 0);
+  // Inlined, this rank's own term comes straight from its input; otherwise
+  // from its slot, which keeps an in-place call (input == output) right.
+  w.reduceToOutput(slot, 0, 0, s.count, s.inlined ? OwnTerm::kInput : OwnTerm::kSlot, s.inlined);
+  w.done();
+}
+
+/// Slice: the buffer in pieces, each piece in n slices. Rank r reduces
+/// slice r of the piece from all n inputs and publishes it; every rank then
+/// copies the other slices out. Each rank moves ~2S bytes and reduces S/n:
+/// the bandwidth choice for large messages. In place works: a piece's input
+/// slices are read before the same piece's output slices are written.
+template <class Executor>
+void windowSliceProgram(Executor& w, const WindowShape& s) {
+  const int n = s.nranks, r = s.rank;
+  for (size_t base = 0; base < s.count; base += s.pieceElems) {
+    const size_t len = std::min(s.pieceElems, s.count - base);
+    const size_t sliceElems = ((len + n - 1) / n + s.lineElems - 1) / s.lineElems * s.lineElems;
+    auto begin = [&](int q) { return std::min(len, static_cast<size_t>(q) * sliceElems); };
+    auto size = [&](int q) { return begin(q + 1) - begin(q); };
+
+    // Step s: hand every other rank its slice of this rank's input.
+    const uint32_t step = w.nextStep();
+    const int a = static_cast<int>(step % 2), b = static_cast<int>((step + 1) % 2);
+    for (int q = 0; q < n; ++q)
+      if (q != r && size(q) != 0) w.put(a, base + begin(q), begin(q), size(q), false);
+    w.post(step, a);
+    w.wait(step, 0);
+    if (base == 0) w.joined();
+    // Slot b held step s-1, which every peer finished before posting s.
+    if (size(r) != 0) w.reduceToSlot(a, begin(r), b, size(r), base + begin(r));
+
+    // Step s + 1: publish the reduced slice, keep it, collect the others.
+    w.post(step + 1, b);
+    if (size(r) != 0) w.copyOut(r, b, begin(r), base + begin(r), size(r));
+    w.wait(step + 1, 0);
+    for (int q = 0; q < n; ++q)
+      if (q != r && size(q) != 0) w.copyOut(q, b, begin(q), base + begin(q), size(q));
+  }
+  w.done();
+}
+
+}  // namespace coil::algo
