@@ -26,29 +26,27 @@ WaitPlan SpinAdvisor::planOf(int arm) const {
   }
 }
 
+// The way a machine with a core per rank answers fastest, and where every
+// size class starts: pause when polling with pause is allowed (ranks <=
+// cores), else yield, else sleep.
+int SpinAdvisor::preferred() const {
+  for (int a : {kPause, kYield})
+    if (enabled(a)) return a;
+  return kSleep;
+}
+
 // The cheapest way wins, but in the order of preference pause, yield,
 // sleep, a later one only when clearly (kSwitchBelow) cheaper: measured ties
 // are common when the peer answers at once, and then pause costs nothing
 // while a yield is a system call. Exploring gets rare when the other ways
-// look clearly dearer.
-uint32_t SpinAdvisor::firstSamples(const SizeClass& c, int arm) const {
-  if (arm != kSleep) return kFirstSamples[arm];
-  // Sleep first only when the polling ways measured so far are slow.
-  double fastestPoll = 0;
-  for (int a : {kPause, kYield})
-    if (enabled(a) && c.samples[a] > 0 && (fastestPoll == 0 || c.averageUs[a] < fastestPoll))
-      fastestPoll = c.averageUs[a];
-  return fastestPoll > 0 && fastestPoll < kSleepWorthUs ? 0 : kFirstSamples[kSleep];
-}
-
+// look clearly dearer. Ways not tried yet do not compete.
 void SpinAdvisor::choose(SizeClass& c) const {
   int best = -1;
   for (int a : {kPause, kYield, kSleep}) {
-    if (!enabled(a)) continue;
-    if (c.samples[a] < firstSamples(c, a)) return void(c.best = -1);
-    if (c.samples[a] == 0) continue;  // not tried yet (a sleep skipped at first)
+    if (!enabled(a) || c.samples[a] == 0) continue;
     if (best < 0 || c.averageUs[a] < kSwitchBelow * c.averageUs[best]) best = a;
   }
+  if (best < 0) return;
   double runnerUp = 0;
   for (int a = 0; a < kArms; ++a)
     if (a != best && enabled(a) && c.samples[a] > 0 && (runnerUp == 0 || c.averageUs[a] < runnerUp))
@@ -65,13 +63,21 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
   }
   SizeClass& c = classes_[classOf(bytes)];
   ++c.calls;
-  if (c.best < 0) {
-    // First samples of every enabled way.
-    for (int a : {kPause, kYield, kSleep})
-      if (enabled(a) && c.samples[a] < firstSamples(c, a)) return planOf(a);
-    choose(c);
+  if (c.best < 0) c.best = preferred();
+  if (c.calls <= kStartCalls) {
+    // The peers may still be finishing their own start: what these calls
+    // take says nothing about the way they waited, so none is recorded.
+    WaitPlan p = planOf(c.best);
+    p.measure = false;
+    return p;
   }
-  if ((c.calls & (c.interval - 1)) == 0) {
+  // Explore now when the preferred way turned out slow (a busy machine: the
+  // peer is off its core and pausing ends in a sleep) and another way has
+  // not been tried; otherwise every c.interval calls.
+  bool untried = false;
+  for (int a = 0; a < kArms; ++a) untried = untried || (a != c.best && enabled(a) && c.samples[a] == 0);
+  const bool slow = untried && c.samples[c.best] >= kFirstSamples && c.averageUs[c.best] > kSlowUs;
+  if (slow || (c.calls & (c.interval - 1)) == 0) {
     // Explore: the other ways in turn.
     for (int k = 1; k < kArms; ++k) {
       const int a = static_cast<int>((c.best + k + c.explored) % kArms);
@@ -82,7 +88,7 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
     }
   }
   WaitPlan p = planOf(c.best);
-  p.measure = (c.calls & (kMeasureEvery - 1)) == 0;
+  p.measure = c.samples[c.best] < kFirstSamples || (c.calls & (kMeasureEvery - 1)) == 0;
   return p;
 }
 

@@ -55,14 +55,21 @@ class SpinAdvisor {
   /// Once every way has its first samples, one call in this many is timed
   /// (and every exploring call): the averages need no more.
   static constexpr uint32_t kMeasureEvery = 8;
-  /// First samples per way before the advisor chooses: pause is the likely
-  /// winner and gets the most; a sleep costs a futex wake-up, so it is tried
-  /// at first only when polling looks slower than kSleepWorthUs per call.
-  /// (Every sleep tried at the start of a short run, 25 calls in a
-  /// nccl-tests-style sweep, added ~8 µs to the mean of an 8-byte tcp call.)
-  /// Later exploration still tries every way.
-  static constexpr uint32_t kFirstSamples[3] = {2, 4, 2};  // sleep, pause, yield
-  static constexpr double kSleepWorthUs = 20.0;
+  /// Calls of a size class that are not measured: the first calls of a
+  /// communicator wait for the peers to finish their own start (tens to
+  /// hundreds of µs whatever the way of waiting); recorded, they made the
+  /// preferred way look dear and left an 8-byte all-reduce yielding at
+  /// 4-12 µs per call instead of pausing at 0.25 (issue #12).
+  static constexpr uint32_t kStartCalls = 4;
+  /// The preferred way is timed on every call until it has this many
+  /// samples, then one call in kMeasureEvery. The other ways are tried only
+  /// when exploring (first at call kExploreEvery), never up front: a short
+  /// run (nccl-tests' -n 20 -w 2) then waits the preferred way throughout.
+  static constexpr uint32_t kFirstSamples = 4;
+  /// ...unless the preferred way's first samples average more than this:
+  /// then the untried ways are tried at once (a busy machine, where a peer
+  /// off its core turns each pausing wait into a sleep of ~140 µs).
+  static constexpr double kSlowUs = 20.0;
   static_assert((kExploreEvery & (kExploreEvery - 1)) == 0 &&
                 (kExploreRarely & (kExploreRarely - 1)) == 0 &&
                 (kMeasureEvery & (kMeasureEvery - 1)) == 0, "powers of two (masks)");
@@ -74,11 +81,11 @@ class SpinAdvisor {
     uint32_t samples[kArms] = {0, 0, 0};
     uint32_t calls = 0;
     uint32_t explored = 0;
-    int best = -1;                     // -1 until every way has its first samples
+    int best = -1;                     // -1 until the first call (then preferred())
     uint32_t interval = kExploreEvery;  // a power of two
   };
   static size_t classOf(size_t bytes);
-  uint32_t firstSamples(const SizeClass& c, int arm) const;
+  int preferred() const;
   bool enabled(int arm) const;
   WaitPlan planOf(int arm) const;
   void choose(SizeClass& c) const;  // recomputes best and interval after a sample

@@ -432,6 +432,56 @@ TEST(SpinAdvisor, LearnsPerSizeWhichWayIsCheapest) {
   EXPECT_GT(exploredLarge, 0) << "the other ways are still tried";
 }
 
+// What coil_perf -n 20 -w 2 met on a quiet 2-core machine: the first calls
+// of a communicator wait for the peer to finish its own start (tens to
+// hundreds of µs, whatever the way of waiting), then pausing answers in
+// 0.25 µs and yielding in 4-12 µs. The first ~22 calls must all pause: a
+// few yields among them made the mean of 20 timed calls 3-6x the steady
+// state (issue #12, "fast from the first call").
+TEST(SpinAdvisor, FirstCallsOnAQuietMachinePause) {
+  SpinAdvisor a(50, 200);
+  auto cost = [](int call, const WaitPlan& p) {
+    if (call < 4) return call % 2 ? 90.0 : 170.0;  // the peer is still starting
+    return p.yield ? 8.0 : p.spinUs > 0 ? 0.25 : 20.0;
+  };
+  int pauses = 0;
+  for (int call = 0; call < 24; ++call) {
+    WaitPlan p = a.planFor(8);
+    a.record(8, p, cost(call, p));
+    pauses += p.spinUs > 0 && !p.yield;
+  }
+  EXPECT_EQ(pauses, 24);
+  // And later it still explores, and keeps pausing.
+  int later = 0;
+  for (int call = 24; call < 224; ++call) {
+    WaitPlan p = a.planFor(8);
+    a.record(8, p, cost(call, p));
+    later += p.spinUs > 0 && !p.yield;
+  }
+  EXPECT_GE(later, 200 - 200 / 32 - 1);
+  EXPECT_LT(later, 200) << "the other ways are still tried";
+}
+
+// The same start on a busy machine (a compiler on both cores): pausing
+// ends in a sleep, ~140 µs a call; yielding answers in ~4. The advisor
+// must not wait for its first exploring call (call 32) to find that out.
+TEST(SpinAdvisor, ABusyMachineLeavesPauseEarly) {
+  SpinAdvisor a(50, 200);
+  auto cost = [](int call, const WaitPlan& p) {
+    if (call < 4) return 150.0;
+    return p.yield ? 4.0 : p.spinUs > 0 ? 140.0 : 30.0;
+  };
+  int pauses = 0;
+  for (int call = 0; call < 32; ++call) {
+    WaitPlan p = a.planFor(8);
+    a.record(8, p, cost(call, p));
+    pauses += p.spinUs > 0 && !p.yield;
+  }
+  EXPECT_LE(pauses, 4 + 4 + 1);  // the start, the first samples, one more at most
+  WaitPlan p = a.planFor(8);
+  EXPECT_TRUE(p.yield);
+}
+
 TEST(SpinAdvisor, FollowsAChangeOfLoad) {
   SpinAdvisor a(50, 200);
   for (int i = 0; i < 200; ++i) {
