@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# All-reduce across "hosts" joined by a slow link, on one machine: network
+# All-reduce (or all-gather) across "hosts" joined by a slow link, on one machine: network
 # namespaces joined by a veth pair act as hosts, a token bucket (tc tbf)
 # on both ends caps the link's rate, as a cluster's inter-host link is slow
 # against the hosts' shared memory. (This machine's kernel has no netem, so
 # no added delay; the qemu guest of tests/rxe has one, for delay studies.) Ranks in one namespace talk over shm, across over
-# tcp. For each size and algorithm (COIL_ALGO), coil_perf's all-reduce
-# busbw; first, the link as coil's tcp sees it (sendrecv between one rank
-# per host), so every figure can be read against what the link gives.
+# tcp. For each size and algorithm (COIL_ALGO), coil_perf's busbw of the
+# collective (--collective allreduce, the default, or allgather); first, the
+# link as coil's tcp sees it (sendrecv between one rank per host), so every
+# figure can be read against what the link gives.
 #
-#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5]
+#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5] [--collective allgather]
 #
 # Needs root and iproute2 (ip, tc); addresses stay inside the
 # namespaces it makes. docs/performance.md derives the bounds.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 perf=${COIL_PERF:-$root/build/benchmarks/perf/coil_perf}
-rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5
+rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5 coll=allreduce
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
@@ -23,7 +24,8 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
-    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N]" >&2; exit 2 ;;
+    --collective) coll=$2; shift 2 ;;
+    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N] [--collective C]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
@@ -71,18 +73,18 @@ run() {
 echo "# two hosts x $perHost ranks, link: tbf rate $rate each way; $(date -u '+%F %H:%M') UTC"
 echo "# the link as coil's tcp sees it: sendrecv, one rank per host (busbw = bytes one way / time)"
 for size in $sizes; do echo "sendrecv $size: $(run 2 sendrecv "$size")"; done
-echo "# all-reduce, $((2 * perHost)) ranks"
+echo "# $coll, $((2 * perHost)) ranks"
 # "auto": no COIL_ALGO, the cost model chooses (rank 0's COLL log names it).
 for algo in $algos; do
   for size in $sizes; do
     if [ "$algo" = auto ]; then
-      row=$(run $((2 * perHost)) allreduce "$size" COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL)
-      # The algorithm of most of its all-reduces (coil_perf adds a few small ones of its own).
-      chose=$(grep -o "allreduce [^:]*: [a-z]*" "$logdir/err0" | awk '{print $NF}' | sort | uniq -c |
+      row=$(run $((2 * perHost)) "$coll" "$size" COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL)
+      # The algorithm of most of its calls (coil_perf adds a few small ones of its own).
+      chose=$(grep -o "$coll [^:]*: [a-z]*" "$logdir/err0" | awk '{print $NF}' | sort | uniq -c |
               sort -rn | awk 'NR == 1 {print $2}')
-      echo "allreduce auto($chose) $size: $row"
+      echo "$coll auto($chose) $size: $row"
     else
-      echo "allreduce $algo $size: $(run $((2 * perHost)) allreduce "$size" COIL_ALGO=allreduce:$algo)"
+      echo "$coll $algo $size: $(run $((2 * perHost)) "$coll" "$size" COIL_ALGO=$coll:$algo)"
     fi
   done
 done

@@ -30,5 +30,7 @@ void treeReduce(Primitives& p, const CallShape& shape);  // result on shape.root
 // hierarchical.cc — inside each host, across hosts on rails, inside again
 // (shape.hostOf; input == output)
 void hierarchicalAllReduce(Primitives& p, const CallShape& shape);
+void hierarchicalAllGather(Primitives& p, const CallShape& shape);  // count = per-rank block;
+                                                                    // input == output
 
 }  // namespace coil::algo

@@ -39,4 +39,12 @@ double ringGatherUs(const transport::LinkCost& m, int nranks, double S, bool red
   return (N - 1) * m.alphaUs + f * S * m.betaUsPerB + (reduces ? f * S * m.gammaUsPerB : 0.0);
 }
 
+double hierAllGatherUs(const transport::LinkCost& link, const transport::LinkCost& local,
+                       int nranks, int hosts, int smallest, int largest, double S) {
+  const double H = hosts, K = smallest, L = largest, N = nranks;
+  const double across = (H - 1) * link.alphaUs + (H - 1) / H * S * link.betaUsPerB;
+  const double inside = (L - 1 + K * (L - 1)) * local.alphaUs + (N - 1) / N * S * local.betaUsPerB;
+  return across + inside;
+}
+
 }  // namespace coil::tune

@@ -240,26 +240,35 @@ TEST(Registry, EveryEntryIsFoundByItsNames) {
   EXPECT_EQ(findProgram(CollKind::AllGather, "tree"), nullptr);
 }
 
-// The hierarchical all-reduce over host layouts: even, uneven (a host
-// short of ranks, a host of one), hosts of one rank each, ranks of a host
-// not contiguous, one host, and n = 11; every count and chunk as above.
-TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankTheSum) {
-  const AlgorithmProgram& hier = *findProgram(CollKind::AllReduce, "hier");
+// The hierarchical programs (every registered "hier") over host layouts:
+// even, uneven (a host short of ranks, a host of one), hosts of one rank
+// each, ranks of a host not contiguous, one host, and n = 11; every count
+// and chunk as above.
+std::vector<const AlgorithmProgram*> hierarchicalPrograms() {
+  std::vector<const AlgorithmProgram*> hier;
+  for (const AlgorithmProgram& a : algorithmPrograms())
+    if (std::string(a.name) == "hier") hier.push_back(&a);
+  return hier;
+}
+
+TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankItsResult) {
   const std::vector<std::vector<int>> layouts = {
       {0, 0, 1, 1},          {0, 0, 1, 1, 2, 2},    {0, 0, 0, 1, 1, 1}, {0, 0, 1, 1, 1},
       {0, 0, 0, 1},          {0, 1, 2},             {0, 1, 0, 1},       {0, 0, 0, 0},
       {0, 1, 1, 2, 2, 2, 0}, {0, 0, 0, 0, 1},       {0},                {0, 1},
       {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3}};
-  for (const auto& hosts : layouts)
-    for (size_t count : {1, 2, 3, 5, 7, 13, 64})
-      for (size_t chunk : {1, 2, 5, 1000})
-        simulate(hier, static_cast<int>(hosts.size()), count, chunk, 0, 2, &hosts);
+  ASSERT_GE(hierarchicalPrograms().size(), 2u);
+  for (const AlgorithmProgram* hier : hierarchicalPrograms())
+    for (const auto& hosts : layouts)
+      for (size_t count : {1, 2, 3, 5, 7, 13, 64})
+        for (size_t chunk : {1, 2, 5, 1000})
+          simulate(*hier, static_cast<int>(hosts.size()), count, chunk, 0, 2, &hosts);
 }
 
 TEST(HierarchicalSchedule, WithoutHostsItIsOneHost) {
-  const AlgorithmProgram& hier = *findProgram(CollKind::AllReduce, "hier");
-  for (int n = 1; n <= 8; ++n)
-    for (size_t count : {1, 7, 64}) simulate(hier, n, count, 5, 0);
+  for (const AlgorithmProgram* hier : hierarchicalPrograms())
+    for (int n = 1; n <= 8; ++n)
+      for (size_t count : {1, 7, 64}) simulate(*hier, n, count, 5, 0);
 }
 
 TEST(Schedule, CountZeroMovesNothing) {

@@ -214,6 +214,27 @@ TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
   EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
 }
 
+// The hierarchical all-gather: the link carries (H-1)/H·S instead of the
+// flat ring's (n-1)/n·S, 0.5 S against 0.75 S on 2 hosts x 2.
+TEST(Selection, HierarchicalAllGatherAcrossHosts) {
+  EXPECT_FALSE(Model(tcp(4)).available(CollKind::AllGather, Algo::kHier, 1 << 20));
+  Topology slow = twoHosts();
+  slow.fifo.betaUsPerB = 0.008;  // 1 Gbit/s
+  Model s(slow);
+  EXPECT_TRUE(s.available(CollKind::AllGather, Algo::kHier, 1 << 20));
+  const double hier = s.predictUs(CollKind::AllGather, Algo::kHier, 64 << 20);
+  const double ring = s.predictUs(CollKind::AllGather, Algo::kRing, 64 << 20);
+  EXPECT_LT(hier, 0.72 * ring);
+  EXPECT_GT(hier, 0.6 * ring);
+  std::vector<Prediction> predictions;
+  EXPECT_EQ(choose(s, CollKind::AllGather, 64 << 20, AlgorithmOverride(), &predictions).algorithm,
+            Algo::kHier);
+  Algo a;
+  EXPECT_TRUE(AlgorithmOverride("allgather:hier").forced(CollKind::AllGather, &a));
+  EXPECT_EQ(a, Algo::kHier);
+  EXPECT_THROW(AlgorithmOverride("reducescatter:hier"), Error);
+}
+
 // Every algorithm the tuner may choose is a registered program (the
 // one-shot's window program stands for its FIFO form too).
 TEST(Selection, EveryCandidateHasAProgram) {

@@ -1,9 +1,10 @@
-// One rank of a multi-host all-reduce check, started as a launcher starts
-// it (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT): every dtype and op at
+// One rank of a multi-host all-reduce and all-gather check, started as a
+// launcher starts it (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT): the
+// all-reduce for every dtype and op, the all-gather for every dtype, at
 // awkward counts, in and out of place, against the independent reference
 // (tests/harness/reference.h), with whatever COIL_ALGO says (the runner
-// forces allreduce:hier, then lets the tuner choose). Prints one line; the
-// exit status says whether every value matched.
+// forces allreduce:hier,allgather:hier, then lets the tuner choose). Prints
+// one line; the exit status says whether every value matched.
 #include <coil.h>
 
 #include <cstdio>
@@ -48,7 +49,44 @@ int main() {
                            nameOf(type), nameOf(op), count, inPlace ? " in place" : "", at);
           }
         }
+  // All-gather: block q of the output is rank q's input (an all-reduce
+  // input of rank q: distinct per rank and element).
+  size_t gathered = 0;
+  for (int t = 0; t < coilNumTypes; ++t)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{7}, size_t{1009}, size_t{100003}})
+      for (bool inPlace : {false, true}) {
+        const auto type = static_cast<coilDataType_t>(t);
+        const size_t block = count * sizeOf(type);
+        std::vector<uint8_t> want;
+        for (int q = 0; q < n; ++q) {
+          auto in = makeInput(type, coilSum, q, n, count);  // count elements and a guard byte
+          want.insert(want.end(), in.begin(), in.begin() + static_cast<ptrdiff_t>(block));
+        }
+        std::vector<uint8_t> out(want.size(), 0xA5);
+        auto mine = makeInput(type, coilSum, rank, n, count);
+        const void* src = mine.data();
+        if (inPlace) {
+          std::memcpy(out.data() + rank * block, mine.data(), block);
+          src = out.data() + rank * block;
+        }
+        if (coilAllGather(src, out.data(), count, type, comm, nullptr) != coilSuccess) {
+          std::fprintf(stderr, "rank %d: all-gather %s count %zu failed: %s\n", rank, nameOf(type),
+                       count, coilGetLastError(comm));
+          return 1;
+        }
+        const size_t at = firstMismatch(type, out.data(), want.data(), count * n);
+        ++gathered;
+        if (at != SIZE_MAX) {
+          ++wrong;
+          if (wrong <= 5)
+            std::fprintf(stderr, "rank %d: all-gather %s count %zu%s: element %zu wrong"
+                         " (first byte %02x, want %02x)\n", rank, nameOf(type), count,
+                         inPlace ? " in place" : "", at, out[at * sizeOf(type)],
+                         want[at * sizeOf(type)]);
+        }
+      }
   coilCommDestroy(comm);
-  std::printf("rank %d of %d: %zu all-reduces, %zu wrong\n", rank, n, checked, wrong);
+  std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu wrong\n", rank, n, checked,
+              gathered, wrong);
   return wrong ? 1 : 0;
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The hierarchical all-reduce across "hosts" made of network namespaces
+# The hierarchical all-reduce and all-gather across "hosts" made of network namespaces
 # (each host's veth ends on a bridge in a hub namespace), several ranks per
 # host: 2 x 2, 3 x 2, and 2 hosts of 3 and 2 ranks (one host short a
-# rank). Each layout runs twice: COIL_ALGO=allreduce:hier, then the cost
-# model's own choice. Every rank checks every dtype and op at awkward counts
-# against the independent reference.
+# rank). Each layout runs twice: COIL_ALGO=allreduce:hier,allgather:hier,
+# then the cost model's own choice. Every rank checks every dtype (and op)
+# at awkward counts against the independent reference.
 #
 # Needs root and iproute2; otherwise exits 77 (skipped) and says why.
 # Usage: run_hier_test.sh <path to hier_rank>
@@ -68,12 +68,16 @@ run_layout() {
   # Which algorithm the all-reduces ran (COLL lines: "...: <algorithm>, chunk ...").
   local ran
   ran=$(grep -ho "allreduce [^:]*: [a-z]*, chunk" "$logdir/err0" | awk '{print $(NF-1)}' | tr -d , | sort | uniq -c | tr '\n' ' ')
-  if [ "${1:-}" = COIL_ALGO=allreduce:hier ] && ! grep -q "hier, chunk" "$logdir/err0"; then
-    echo "FAIL: hosts of [$layout] ranks: COIL_ALGO=allreduce:hier did not run hier (ran: $ran)"; failed=1
+  if [ "${1:-}" = COIL_ALGO=allreduce:hier,allgather:hier ]; then
+    for coll in allreduce allgather; do
+      if ! grep -q "^.*$coll [^:]*: hier, chunk" "$logdir/err0"; then
+        echo "FAIL: hosts of [$layout] ranks: COIL_ALGO=$coll:hier did not run hier"; failed=1
+      fi
+    done
   fi
   if [ $failed = 0 ]; then
     local how=${*:-the model chooses}
-    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5} END {print s}') all-reduces checked on $world ranks, all right (rank 0 ran: $ran)"
+    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7} END {print s " all-reduces and " g " all-gathers"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
   else
     echo "FAIL: hosts of [$layout] ranks, $*"
     for ((q = 0; q < world; q++)); do cat "$logdir/out$q"; sed "s/^/  rank $q: /" "$logdir/err$q" | tail -5; done
@@ -81,7 +85,7 @@ run_layout() {
   fi
 }
 for layout in "2 2" "2 2 2" "3 2"; do
-  run_layout "$layout" COIL_ALGO=allreduce:hier
+  run_layout "$layout" COIL_ALGO=allreduce:hier,allgather:hier
   run_layout "$layout"
 done
 [ $status = 0 ] && echo "netns hierarchical: every layout passed"
