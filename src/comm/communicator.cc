@@ -28,6 +28,8 @@
 #include "core/log.h"
 #include "core/variables.h"
 #include "reduce/reduce.h"
+#include "topo/binding.h"
+#include "topo/process_topology.h"
 #include "transports/caller_io.h"
 
 namespace coil {
@@ -100,6 +102,21 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   // about misspelt COIL_ names and values no reader knows, which would
   // otherwise be ignored without a word.
   env::warnAboutEnvironmentOnce();
+  // A bad COIL_BIND fails init here, rather than in a proxy thread later.
+  const topo::BindMode bind = topo::bindMode();
+  // The machine, learnt once per process (topo/process_topology.h), and
+  // where this rank runs in it: one line, quiet below INFO.
+  // Discovery costs 15-30 ms with hwloc, so a process learns the machine
+  // only when something asks: this line, COIL_BIND=auto, ib's device
+  // order, or shm placement on a machine with several NUMA nodes.
+  if (log::enabled(log::Level::Info, log::kInit) || bind == topo::BindMode::kAuto) {
+    const topo::Topology& machine = topo::processTopology();
+    COIL_INFO(kInit, "rank ", rank, " topology: ",
+              topo::describeRankPlace(machine, topo::threadCpus()), " [", machine.source,
+              ", learnt once per process in ",
+              static_cast<int>(topo::discoveryMilliseconds() + 0.5), " ms; COIL_BIND=",
+              bind == topo::BindMode::kAuto ? "auto" : "none", "]");
+  }
   label_ = hex(id.nonce).substr(0, 12) + "-" + std::to_string(getpid());
   Deadline deadline = Deadline::after(options_.timeoutMs);
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " joining rendezvous at ", id.root.toString(),

@@ -94,6 +94,8 @@ constexpr Variable kVariables[] = {
     oneOf(kLibrary, "COIL_SPIN", "adaptive always", false, "how waiting ranks wait"),
     integer(kLibrary, "COIL_SPIN_US", 0, 1000000, "longest pause-poll phase before sleeping, us"),
     integer(kLibrary, "COIL_YIELD_US", 0, 1000000, "longest yield-poll phase before sleeping, us"),
+    // Topology (topo/binding.h; binding.cc compares the words without case).
+    oneOf(kLibrary, "COIL_BIND", "none auto", true, "bind coil's own threads near the rank"),
 
     // The PyTorch adapter (src/torch, python/coil_torch) and its build.
     boolean(kTorch, "COIL_TORCH_CUDA", "the torch backend accepts CUDA tensors (experimental)"),

@@ -1,5 +1,7 @@
 #include "device/staged_stream.h"
 
+#include "topo/binding.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -179,6 +181,7 @@ void StagedStream::run(Job& job) {
 }
 
 void StagedStream::proxyLoop() {
+  topo::bindThisThread("device proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     setDevice(device_);
   } catch (const Error& e) {

@@ -2,11 +2,11 @@
 //
 // One place learns the machine (hwloc when coil was built with it:
 // topology_hwloc.cc; a minimal reading of /sys otherwise:
-// topology_absent.cc), so that what later uses it (CPU binding, NIC
-// choice, placement, hierarchical collectives — none of them does yet)
-// works from values it can print, compare and test, never from hwloc
-// objects. Whatever could not be learnt is said in `missing`, one sentence
-// each, rather than left as a silent zero.
+// topology_absent.cc), so that what uses it works from values it can
+// print, compare and test, never from hwloc objects. libcoil uses it
+// through process_topology.h (learnt once per process) for CPU binding,
+// shm placement and the ib NIC choice. Whatever could not be learnt is
+// said in `missing`, one sentence each, rather than left as a silent zero.
 #pragma once
 
 #include <cstdint>

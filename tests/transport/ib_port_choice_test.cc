@@ -96,5 +96,27 @@ TEST(GidScore, PrefersRoceV2WithAnIpv4AddressAndNeverLinkLocal) {
   EXPECT_TRUE(isZeroGid(zero.raw));
 }
 
+// The NIC nearest the rank (issue #15): devices on the rank's NUMA node are
+// tried first, unless COIL_IB_HCA chose.
+using Order = std::vector<size_t>;
+
+TEST(DeviceOrder, NearestNodeFirstInListOrder) {
+  // mlx5_0 and mlx5_2 on node 0, mlx5_1 and mlx5_3 on node 1.
+  const std::vector<int> nodes{0, 1, 0, 1};
+  EXPECT_EQ(deviceOrder(nodes, 1, false), (Order{1, 3, 0, 2}));
+  EXPECT_EQ(deviceOrder(nodes, 0, false), (Order{0, 2, 1, 3}));
+}
+
+TEST(DeviceOrder, UnknownNodesKeepTheListOrder) {
+  EXPECT_EQ(deviceOrder({0, 1}, -1, false), (Order{0, 1}));        // the rank's node unknown
+  EXPECT_EQ(deviceOrder({-1, -1, 1}, 1, false), (Order{2, 0, 1}));  // rxe: node -1, after
+  EXPECT_EQ(deviceOrder({-1, -1}, 0, false), (Order{0, 1}));
+  EXPECT_TRUE(deviceOrder({}, 0, false).empty());
+}
+
+TEST(DeviceOrder, CoilIbHcaKeepsItsPrecedence) {
+  EXPECT_EQ(deviceOrder({0, 1, 0, 1}, 1, true), (Order{0, 1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace coil::transport::ib

@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "topo/process_topology.h"
 
 namespace coil::transport::ib {
 
@@ -23,6 +26,21 @@ std::string readSysfs(const std::string& path) {
   std::string line;
   std::getline(f, line);
   return line;
+}
+
+// The NUMA node of an RDMA device's PCI function: from the topology (hwloc
+// names the verbs devices under their NIC), else from sysfs (the fallback
+// without hwloc); -1 when unknown (a software device such as rxe, or a
+// machine whose firmware gives none).
+int deviceNumaNode(const topo::Topology& machine, const std::string& name) {
+  for (const topo::Nic& nic : machine.nics)
+    for (const std::string& ib : nic.ibDevices)
+      if (ib == name) return nic.where.numaNode;
+  const std::string text = readSysfs("/sys/class/infiniband/" + name + "/device/numa_node");
+  char* end = nullptr;
+  const long node = std::strtol(text.c_str(), &end, 10);
+  return !text.empty() && *end == '\0' && node >= 0 && node < (1 << 16) ? static_cast<int>(node)
+                                                                        : -1;
 }
 
 std::string gidText(const ibv_gid& g) {
@@ -62,10 +80,22 @@ std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
     *why = "no RDMA device (ibv_get_device_list found none)";
     return nullptr;
   }
+  // The device nearest the rank first, unless COIL_IB_HCA chose
+  // (port_choice.h, deviceOrder).
+  std::vector<std::string> names(static_cast<size_t>(count));
+  std::vector<int> nodes(names.size());
+  const topo::Topology& machine = topo::processTopology();
+  for (size_t d = 0; d < names.size(); ++d) {
+    names[d] = api->getDeviceName(list[d]);
+    nodes[d] = deviceNumaNode(machine, names[d]);
+  }
+  const std::optional<unsigned> home = topo::homeNode(machine, topo::threadCpus());
+  const int rankNode = home ? static_cast<int>(*home) : -1;
   std::shared_ptr<IbDevice> chosen;
   std::ostringstream skipped;
-  for (int d = 0; d < count && !chosen; ++d) {
-    const std::string name = api->getDeviceName(list[d]);
+  for (const size_t d : deviceOrder(nodes, rankNode, !spec.empty())) {
+    if (chosen) break;
+    const std::string& name = names[d];
     ibv_context* ctx = api->openDevice(list[d]);
     if (ctx == nullptr) {
       skipped << name << ": cannot open; ";
@@ -125,6 +155,9 @@ std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
       dev->address_ = a;
       dev->description_ = name + " port " + std::to_string(port) + ", " + gidDesc + ", MTU " +
                           std::to_string(mtuBytes(a.activeMtu));
+      if (nodes[d] >= 0)
+        dev->description_ += ", NUMA node " + std::to_string(nodes[d]) +
+                             (nodes[d] == rankNode ? " (the rank's)" : "");
       dev->pd_ = api->allocPd(ctx);
       if (dev->pd_ == nullptr) {
         skipped << name << ": cannot allocate a protection domain; ";

@@ -1,5 +1,6 @@
 #include "transports/ib/port_choice.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -40,6 +41,15 @@ bool HcaFilter::admits(const std::string& device, int port) const {
     listed = listed || (name && (e.port == 0 || e.port == port));
   }
   return exclude_ ? !listed : listed;
+}
+
+std::vector<size_t> deviceOrder(const std::vector<int>& deviceNodes, int rankNode, bool hcaSet) {
+  std::vector<size_t> order(deviceNodes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (hcaSet || rankNode < 0) return order;
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t i) { return deviceNodes[i] == rankNode; });
+  return order;
 }
 
 bool isZeroGid(const uint8_t gid[16]) {

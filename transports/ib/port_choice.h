@@ -28,6 +28,16 @@ class HcaFilter {
   std::vector<Entry> entries_;
 };
 
+/// The order in which to try the RDMA devices, as indexes into `deviceNodes`
+/// (the NUMA node of each device's PCI function, -1 unknown; in the order
+/// ibv_get_device_list gives them). The first device with a usable port in
+/// this order is taken. With COIL_IB_HCA set (`hcaSet`) it is the list's
+/// order: the user chose, and their list is not second-guessed. Otherwise
+/// the devices on the rank's NUMA node (`rankNode`; -1 unknown) come first,
+/// so traffic does not cross the socket interconnect to reach the NIC; the
+/// rest follow, each group in the list's order.
+std::vector<size_t> deviceOrder(const std::vector<int>& deviceNodes, int rankNode, bool hcaSet);
+
 bool isZeroGid(const uint8_t gid[16]);
 bool isLinkLocalGid(const uint8_t gid[16]);     // fe80::/10
 bool isIpv4MappedGid(const uint8_t gid[16]);    // ::ffff:a.b.c.d

@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "core/error.h"
+#include "topo/placement.h"
 
 namespace coil::transport {
 
@@ -52,16 +53,6 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, bool reserv
     shm_unlink(name.c_str());
     failErrno("ftruncate of shared-memory segment " + name + " (is /dev/shm full?)", err);
   }
-  // Reserve the pages now: a full /dev/shm then fails here, with a message,
-  // instead of killing a rank with SIGBUS at its first touch of a page.
-  int err = reserve ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
-  if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
-    close(fd);
-    shm_unlink(name.c_str());
-    failErrno("reserving " + std::to_string(bytes) + " bytes of shared memory for " + name +
-                  " (is /dev/shm full?)",
-              err);
-  }
   try {
     seg.base_ = mapFd(fd, bytes, name);
   } catch (...) {
@@ -69,8 +60,19 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, bool reserv
     shm_unlink(name.c_str());
     throw;
   }
-  close(fd);
   seg.size_ = bytes;
+  // On a machine with several NUMA nodes, the pages go to this (the
+  // creating) rank's node (topo/placement.h): set before any page exists,
+  // since the reservation below already allocates them. A no-op with one node.
+  topo::placeOnCallersNode(seg.base_, bytes, name.c_str());
+  // Reserve the pages now: a full /dev/shm then fails here, with a message,
+  // instead of killing a rank with SIGBUS at its first touch of a page.
+  const int err = reserve ? posix_fallocate(fd, 0, static_cast<off_t>(bytes)) : 0;
+  close(fd);
+  if (err != 0 && err != EOPNOTSUPP && err != EINVAL)
+    failErrno("reserving " + std::to_string(bytes) + " bytes of shared memory for " + name +
+                  " (is /dev/shm full?)",
+              err);  // seg's destructor unmaps and unlinks
   return seg;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "topo/binding.h"
 #include "transports/tcp/tcp_connection.h"
 
 namespace coil::transport::tcp {
@@ -61,6 +62,7 @@ bool TcpProxy::adoptNew() {
 
 void TcpProxy::run() noexcept {
   log::setThreadRank(rank_);
+  topo::bindThisThread("tcp proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     loop();
   } catch (const std::exception& e) {
