@@ -32,5 +32,7 @@ void treeReduce(Primitives& p, const CallShape& shape);  // result on shape.root
 void hierarchicalAllReduce(Primitives& p, const CallShape& shape);
 void hierarchicalAllGather(Primitives& p, const CallShape& shape);  // count = per-rank block;
                                                                     // input == output
+void hierarchicalReduceScatter(Primitives& p, const CallShape& shape);  // count = per-rank block;
+                                                                        // in place on n blocks
 
 }  // namespace coil::algo

@@ -1,7 +1,8 @@
-// Hierarchical all-reduce and all-gather: inside each host, then across
-// hosts, then inside again (as Horovod's and UCC's split rails). For ranks
-// that span hosts joined by a link much slower than each host's shared
-// memory. The all-gather is at the end of this file.
+// Hierarchical all-reduce, all-gather and reduce-scatter: inside each host,
+// then across hosts, then inside again (as Horovod's and UCC's split
+// rails). For ranks that span hosts joined by a link much slower than each
+// host's shared memory. The all-gather and reduce-scatter are at the end
+// of this file.
 //
 // Let L_h be the ranks of host h (in rank order), K = min over hosts of L_h,
 // and the buffer cut into K parts. Local rank k (k < K) of every host owns
@@ -188,6 +189,90 @@ void hierarchicalAllGather(Primitives& p, const CallShape& s) {
         }
       });
     }
+}
+
+// Hierarchical reduce-scatter, in place on a scratch copy of the whole
+// input (Layout::kScratch: the driver copies the n blocks in, and this
+// rank's block out at the end). Block b, of local rank i on its host, is
+// dealt to rail k = i mod K: the owners of rail k sum it.
+//
+//   phase           primitive(s)                                on
+//   1 reduce        chain into local rank k of every block       every host
+//                   dealt to rail k: send · recvReduceSend ·
+//                   recvReduce (no fin yet)
+//   2 reduce-       ring over rail k, each host's dealt blocks    the owners
+//     scatter       as its segment: send · recvReduceSend ·
+//                   recvReduceCopy (fin, once)
+//   3 hand out      owner k sends each finished block to its      every host
+//                   rank: send · recv
+//
+// Every element crosses this host's link at most once per ring step: the
+// link carries (H-1)/H·S where the flat ring's carries (n-1)/n·S.
+void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
+  const Layout l = layoutOf(s);
+  const std::vector<int>& local = l.hosts[l.myHost];
+  const int n = static_cast<int>(local.size());
+  const int me = l.myLocal;
+  const int prev = local[mod(me - 1, n)], next = local[mod(me + 1, n)];
+  const int hosts = static_cast<int>(l.hosts.size());
+  auto at = [&](int rank, size_t base) { return static_cast<size_t>(rank) * s.count + base; };
+  auto chunks = [&](auto&& step) {
+    for (size_t base = 0; base < s.count; base += s.chunkElems)
+      step(base, std::min(s.chunkElems, s.count - base));
+  };
+  auto dealt = [&](int h, int k) {
+    std::vector<int> ranks;
+    for (int i = k; i < static_cast<int>(l.hosts[h].size()); i += l.parts) ranks.push_back(l.hosts[h][i]);
+    return ranks;
+  };
+  // With one host the chain of phase 1 finishes the blocks (fin); with one
+  // rank there is nothing to add: its own block is finished by a copy.
+  const bool chainFinishes = hosts == 1;
+  if (s.nranks == 1) {
+    p.copy(at(s.rank, 0), at(s.rank, 0), s.count);
+    return;
+  }
+
+  // 1: every block of rail k summed over the host into local rank k.
+  if (n > 1)
+    for (int k = 0; k < l.parts; ++k) {
+      const int pos = mod(me - k - 1, n);  // the owner, local rank k, is last
+      chunks([&](size_t base, size_t len) {
+        for (int h = 0; h < hosts; ++h)
+          for (int q : dealt(h, k)) {
+            const size_t o = at(q, base);
+            if (pos == 0) p.send(next, o, len);
+            else if (pos < n - 1) p.recvReduceSend(prev, next, o, len);
+            else if (chainFinishes) p.recvReduceCopy(prev, o, len);
+            else p.recvReduce(prev, o, len);
+          }
+      });
+    }
+
+  // 2: the owners of rail k reduce-scatter across hosts, host h's dealt
+  // blocks being its segment: each completes (fin) at its own host's owner.
+  if (me < l.parts && hosts > 1) {
+    const int h = l.myHost;
+    const int railPrev = l.hosts[mod(h - 1, hosts)][me], railNext = l.hosts[mod(h + 1, hosts)][me];
+    chunks([&](size_t base, size_t len) {
+      for (int q : dealt(mod(h - 1, hosts), me)) p.send(railNext, at(q, base), len);
+      for (int j = 1; j <= hosts - 2; ++j)
+        for (int q : dealt(mod(h - 1 - j, hosts), me))
+          p.recvReduceSend(railPrev, railNext, at(q, base), len);
+      for (int q : dealt(h, me)) p.recvReduceCopy(railPrev, at(q, base), len);
+    });
+  }
+
+  // 3: each owner hands the finished blocks of its host's ranks to them.
+  if (n > 1) {
+    const int owner = local[me % l.parts];
+    if (me < l.parts) {
+      for (int q : dealt(l.myHost, me))
+        if (q != s.rank) chunks([&](size_t base, size_t len) { p.send(q, at(q, base), len); });
+    } else {
+      chunks([&](size_t base, size_t len) { p.recv(owner, at(s.rank, base), len); });
+    }
+  }
 }
 
 }  // namespace coil::algo

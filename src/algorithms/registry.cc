@@ -38,6 +38,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "a ring inside each host, one ring per rail across hosts, a chain from each rail's owner"},
       {K::ReduceScatter, "ring", "ringReduceScatter", ringReduceScatter, kSeparate, kPerRank,
        kOne, true, "block b is reduced around the ring, completing at rank b"},
+      {K::ReduceScatter, "hier", "hierarchicalReduceScatter", hierarchicalReduceScatter, kScratch,
+       kPerRank, kPerRank, false,
+       "a chain into each rail's owner inside each host, one ring per rail across hosts, "
+       "each block handed to its rank"},
       {K::AllToAll, "pairwise", "pairwiseAllToAll", pairwiseAllToAll, kSeparate, kPerRank,
        kPerRank, false, "in step k, send to rank+k while receiving from rank-k"},
       {K::Gather, "direct", "directGather", directGather, kSeparate, kOne, kPerRank, false,

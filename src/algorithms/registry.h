@@ -39,6 +39,8 @@ enum class Layout {
   kInPlaceOwnBlock, // this rank's input is block `rank` of its output (all-gather)
   kAccumulate,      // the root accumulates in its output, a rank that reduces two
                     // children in scratch; the others only read their input (tree reduce)
+  kScratch,         // in place on a scratch copy of the whole input (n blocks); this
+                    // rank's result is its own block of it, copied to the output after
 };
 
 /// How many blocks of `count` elements a rank's buffers span.

@@ -212,6 +212,15 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
         data.input = data.output = reduceScratch_.data();
       }
       break;
+    case algo::Layout::kScratch: {
+      // All n blocks of the input, to be reduced in place; this rank's block
+      // goes to the caller's output after the program.
+      const size_t all = bytes * static_cast<size_t>(nranks_);
+      if (reduceScratch_.size() < all) reduceScratch_.resize(all);
+      std::memcpy(reduceScratch_.data(), in, all);
+      data.input = data.output = reduceScratch_.data();
+      break;
+    }
   }
   if (program->outputAtOwnBlock) data.outputOrigin = c.count * static_cast<size_t>(rank_);
 
@@ -222,6 +231,8 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root, &hostOfRank_};
   algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
   program->program(exec, shape);
+  if (program->layout == algo::Layout::kScratch)
+    std::memcpy(c.recvbuff, reduceScratch_.data() + static_cast<size_t>(rank_) * bytes, bytes);
 }
 
 // The all-reduce algorithms that are not Primitives programs: the one-shot

@@ -39,11 +39,13 @@ double ringGatherUs(const transport::LinkCost& m, int nranks, double S, bool red
   return (N - 1) * m.alphaUs + f * S * m.betaUsPerB + (reduces ? f * S * m.gammaUsPerB : 0.0);
 }
 
-double hierAllGatherUs(const transport::LinkCost& link, const transport::LinkCost& local,
-                       int nranks, int hosts, int smallest, int largest, double S) {
+double hierGatherUs(const transport::LinkCost& link, const transport::LinkCost& local, int nranks,
+                    int hosts, int smallest, int largest, double S, bool reduces) {
   const double H = hosts, K = smallest, L = largest, N = nranks;
-  const double across = (H - 1) * link.alphaUs + (H - 1) / H * S * link.betaUsPerB;
-  const double inside = (L - 1 + K * (L - 1)) * local.alphaUs + (N - 1) / N * S * local.betaUsPerB;
+  const double across = (H - 1) * link.alphaUs + (H - 1) / H * S * link.betaUsPerB +
+                        (reduces ? (H - 1) / H * S * link.gammaUsPerB : 0.0);
+  const double inside = (L - 1 + K * (L - 1)) * local.alphaUs + (N - 1) / N * S * local.betaUsPerB +
+                        (reduces ? (L - 1) / L * S * local.gammaUsPerB : 0.0);
   return across + inside;
 }
 

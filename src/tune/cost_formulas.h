@@ -33,11 +33,12 @@ double treeAllReduceUs(const transport::LinkCost& m, const algo::TreeLoad& load,
                        double chunkBytes);
 /// All-gather (reduces = false) or reduce-scatter (true) around the ring.
 double ringGatherUs(const transport::LinkCost& m, int nranks, double bytes, bool reduces);
-/// Hierarchical all-gather (hierarchical.cc) over `hosts` hosts of between
-/// `smallest` and `largest` ranks: `link` across hosts, `local` inside.
-///   (H-1)·α + (H-1)/H·S·β                         one rail per owner, sharing the link
-///   + (L-1 + K·(L-1))·α_l + (n-1)/n·S·β_l          the host's ring, then K chains
-double hierAllGatherUs(const transport::LinkCost& link, const transport::LinkCost& local,
-                       int nranks, int hosts, int smallest, int largest, double bytes);
+/// Hierarchical all-gather (reduces = false) or reduce-scatter (true),
+/// hierarchical.cc, over `hosts` hosts of between `smallest` and `largest`
+/// ranks: `link` across hosts, `local` inside.
+///   (H-1)·α + (H-1)/H·S·β [+ (H-1)/H·S·γ]          one rail per owner, sharing the link
+///   + (L-1 + K·(L-1))·α_l + (n-1)/n·S·β_l [+ (L-1)/L·S·γ_l]   inside the host
+double hierGatherUs(const transport::LinkCost& link, const transport::LinkCost& local, int nranks,
+                    int hosts, int smallest, int largest, double bytes, bool reduces);
 
 }  // namespace coil::tune

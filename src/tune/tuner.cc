@@ -260,13 +260,13 @@ const std::vector<Algo>& algorithmsFor(CollKind kind) {
   static const std::vector<Algo> chainTree{Algo::kChain, Algo::kTree}, ring{Algo::kRing};
   static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
   static const std::vector<Algo> barrier{Algo::kRing, Algo::kOneShot};
-  static const std::vector<Algo> allGather{Algo::kRing, Algo::kHier};
+  static const std::vector<Algo> ringHier{Algo::kRing, Algo::kHier};
   switch (kind) {
     case CollKind::AllReduce: return allReduce;
     case CollKind::Broadcast: return ringTree;
     case CollKind::Reduce: return chainTree;
-    case CollKind::AllGather: return allGather;
-    case CollKind::ReduceScatter: return ring;
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter: return ringHier;
     case CollKind::AllToAll: return pairwise;
     case CollKind::Barrier: return barrier;
     case CollKind::Gather:
@@ -368,8 +368,9 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
       if (a == Algo::kHier)
-        return hierAllGatherUs(m, effectiveCost(p_.local, p_.cacheBytes, topo_.nranks, bytes),
-                               topo_.nranks, topo_.hosts, topo_.smallestHost, topo_.largestHost, S);
+        return hierGatherUs(m, effectiveCost(p_.local, p_.cacheBytes, topo_.nranks, bytes),
+                            topo_.nranks, topo_.hosts, topo_.smallestHost, topo_.largestHost, S,
+                            kind == CollKind::ReduceScatter);
       return ringGatherUs(m, topo_.nranks, S, kind == CollKind::ReduceScatter);
     default:  // all-to-all, gather, scatter, send/recv: (n-1) blocks of S/n
       return (N - 1) * m.alphaUs + f * S * m.betaUsPerB;

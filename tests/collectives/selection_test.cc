@@ -214,9 +214,10 @@ TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
   EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
 }
 
-// The hierarchical all-gather: the link carries (H-1)/H·S instead of the
-// flat ring's (n-1)/n·S, 0.5 S against 0.75 S on 2 hosts x 2.
-TEST(Selection, HierarchicalAllGatherAcrossHosts) {
+// The hierarchical all-gather and reduce-scatter: the link carries
+// (H-1)/H·S instead of the flat ring's (n-1)/n·S, 0.5 S against 0.75 S on
+// 2 hosts x 2.
+TEST(Selection, HierarchicalAllGatherAndReduceScatterAcrossHosts) {
   EXPECT_FALSE(Model(tcp(4)).available(CollKind::AllGather, Algo::kHier, 1 << 20));
   Topology slow = twoHosts();
   slow.fifo.betaUsPerB = 0.008;  // 1 Gbit/s
@@ -232,7 +233,10 @@ TEST(Selection, HierarchicalAllGatherAcrossHosts) {
   Algo a;
   EXPECT_TRUE(AlgorithmOverride("allgather:hier").forced(CollKind::AllGather, &a));
   EXPECT_EQ(a, Algo::kHier);
-  EXPECT_THROW(AlgorithmOverride("reducescatter:hier"), Error);
+  // The reduce-scatter likewise.
+  EXPECT_LT(s.predictUs(CollKind::ReduceScatter, Algo::kHier, 64 << 20),
+            0.72 * s.predictUs(CollKind::ReduceScatter, Algo::kRing, 64 << 20));
+  EXPECT_TRUE(AlgorithmOverride("reducescatter:hier").forced(CollKind::ReduceScatter, &a));
 }
 
 // Every algorithm the tuner may choose is a registered program (the

@@ -1,10 +1,10 @@
-// One rank of a multi-host all-reduce and all-gather check, started as a
-// launcher starts it (RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT): the
-// all-reduce for every dtype and op, the all-gather for every dtype, at
-// awkward counts, in and out of place, against the independent reference
-// (tests/harness/reference.h), with whatever COIL_ALGO says (the runner
-// forces allreduce:hier,allgather:hier, then lets the tuner choose). Prints
-// one line; the exit status says whether every value matched.
+// One rank of a multi-host all-reduce, all-gather and reduce-scatter check,
+// started as a launcher starts it (RANK / WORLD_SIZE / MASTER_ADDR /
+// MASTER_PORT): every dtype (and op) at awkward counts, in and out of place,
+// against the independent reference (tests/harness/reference.h), with
+// whatever COIL_ALGO says (the runner forces the hierarchical algorithms,
+// then lets the tuner choose). Prints one line; the exit status says
+// whether every value matched.
 #include <coil.h>
 
 #include <cstdio>
@@ -85,8 +85,35 @@ int main() {
                          want[at * sizeOf(type)]);
         }
       }
+  // Reduce-scatter: this rank's block of the all-reduce of n blocks.
+  size_t scattered = 0;
+  for (int t = 0; t < coilNumTypes; ++t)
+    for (int o = 0; o < coilNumOps; ++o)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}, size_t{30011}})
+        for (bool inPlace : {false, true}) {
+          const auto type = static_cast<coilDataType_t>(t);
+          const auto op = static_cast<coilRedOp_t>(o);
+          const size_t esize = sizeOf(type);
+          auto in = makeInput(type, op, rank, n, count * n);
+          const auto all = makeExpected(type, op, n, count * n);
+          std::vector<uint8_t> out(count * esize + 1, 0xA5);
+          void* dst = inPlace ? in.data() + rank * count * esize : out.data();
+          if (coilReduceScatter(in.data(), dst, count, type, op, comm, nullptr) != coilSuccess) {
+            std::fprintf(stderr, "rank %d: reduce-scatter %s %s count %zu failed: %s\n", rank,
+                         nameOf(type), nameOf(op), count, coilGetLastError(comm));
+            return 1;
+          }
+          const size_t at = firstMismatch(type, dst, all.data() + rank * count * esize, count);
+          ++scattered;
+          if (at != SIZE_MAX) {
+            ++wrong;
+            if (wrong <= 5)
+              std::fprintf(stderr, "rank %d: reduce-scatter %s %s count %zu%s: element %zu wrong\n",
+                           rank, nameOf(type), nameOf(op), count, inPlace ? " in place" : "", at);
+          }
+        }
   coilCommDestroy(comm);
-  std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu wrong\n", rank, n, checked,
-              gathered, wrong);
+  std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu reduce-scatters, %zu wrong\n",
+              rank, n, checked, gathered, scattered, wrong);
   return wrong ? 1 : 0;
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The hierarchical all-reduce and all-gather across "hosts" made of network namespaces
+# The hierarchical all-reduce, all-gather and reduce-scatter across "hosts" made of network namespaces
 # (each host's veth ends on a bridge in a hub namespace), several ranks per
 # host: 2 x 2, 3 x 2, and 2 hosts of 3 and 2 ranks (one host short a
-# rank). Each layout runs twice: COIL_ALGO=allreduce:hier,allgather:hier,
+# rank). Each layout runs twice: COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier,
 # then the cost model's own choice. Every rank checks every dtype (and op)
 # at awkward counts against the independent reference.
 #
@@ -68,8 +68,8 @@ run_layout() {
   # Which algorithm the all-reduces ran (COLL lines: "...: <algorithm>, chunk ...").
   local ran
   ran=$(grep -ho "allreduce [^:]*: [a-z]*, chunk" "$logdir/err0" | awk '{print $(NF-1)}' | tr -d , | sort | uniq -c | tr '\n' ' ')
-  if [ "${1:-}" = COIL_ALGO=allreduce:hier,allgather:hier ]; then
-    for coll in allreduce allgather; do
+  if [ "${1:-}" = COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier ]; then
+    for coll in allreduce allgather reducescatter; do
       if ! grep -q "^.*$coll [^:]*: hier, chunk" "$logdir/err0"; then
         echo "FAIL: hosts of [$layout] ranks: COIL_ALGO=$coll:hier did not run hier"; failed=1
       fi
@@ -77,7 +77,7 @@ run_layout() {
   fi
   if [ $failed = 0 ]; then
     local how=${*:-the model chooses}
-    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7} END {print s " all-reduces and " g " all-gathers"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
+    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7; r += $9} END {print s " all-reduces, " g " all-gathers and " r " reduce-scatters"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
   else
     echo "FAIL: hosts of [$layout] ranks, $*"
     for ((q = 0; q < world; q++)); do cat "$logdir/out$q"; sed "s/^/  rank $q: /" "$logdir/err$q" | tail -5; done
@@ -85,7 +85,7 @@ run_layout() {
   fi
 }
 for layout in "2 2" "2 2 2" "3 2"; do
-  run_layout "$layout" COIL_ALGO=allreduce:hier,allgather:hier
+  run_layout "$layout" COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier
   run_layout "$layout"
 done
 [ $status = 0 ] && echo "netns hierarchical: every layout passed"

@@ -10,8 +10,14 @@ Contributors wantedContributors(const Simulation& s, int rank, size_t o) {
   const Request& req = s.request;
   // As simulate() asks: a reduce-scatter's output element 0 stands for
   // element rank × count of the whole vector.
-  const size_t origin =
+  size_t origin =
       req.algorithm && req.algorithm->outputAtOwnBlock ? static_cast<size_t>(rank) * req.count : 0;
+  if (req.algorithm && req.algorithm->layout == algo::Layout::kScratch) {
+    // In place on all n blocks: only this rank's block is its result.
+    const size_t mine = static_cast<size_t>(rank) * req.count;
+    if (o < mine || o >= mine + req.count) return 0;
+    o -= mine;
+  }
   Contributors want = 0;
   for (const auto& [q, i] : algo::expectedContributions(req.collective, rank, req.nranks,
                                                         req.count, req.root, o + origin))

@@ -99,6 +99,7 @@ Simulation simulate(const Request& req) {
         [[fallthrough]];
       case Layout::kInPlace:
       case Layout::kAccumulate: std::fill_n(out.begin(), count, Contributors{1} << r); break;
+      case Layout::kScratch: out = ranks[r].input; break;  // all n blocks, reduced in place
       case Layout::kInPlaceOwnBlock:
         std::fill_n(out.begin() + static_cast<ptrdiff_t>(r * count), count, Contributors{1} << r);
         break;
