@@ -199,6 +199,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
               topology.transport, "): the cost model chooses instead");
   sendSeq_.assign(static_cast<size_t>(nranks), 0);
   recvSeq_.assign(static_cast<size_t>(nranks), 0);
+  if (model_.params().probeLink && nranks > 1) probeLinkAcrossHosts();  // rank 0's choice
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " ready (slice ", sliceBytes_ / 1024, " KiB, ",
             slicesPerChunk_, " slices per chunk)");
 }

@@ -166,6 +166,9 @@ class Communicator {
   };
   void openWindow(const std::vector<transport::PeerInfo>& infos, const Deadline& deadline);
   void agreeOnSlices();
+  /// Rank 0 and the first rank of another host time their link; every rank
+  /// then adopts the α and β rank 0 derived (link_probe.cc). Collective.
+  void probeLinkAcrossHosts();
   [[noreturn]] void breakWith(const Error& e);
   // Sends `message` as a failure notice to every peer whose FIFO has room
   // (failure_notice.h), and waits up to 100 ms for tcp to send them.

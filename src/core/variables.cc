@@ -80,6 +80,8 @@ constexpr Variable kVariables[] = {
     integer(kLibrary, "COIL_IB_TIMEOUT", 1, 31, "queue pair ACK timeout exponent"),
     integer(kLibrary, "COIL_IB_RETRY_CNT", 0, 7, "queue pair retry count"),
     boolean(kLibrary, "COIL_IB_DISABLE", "never use the ib transport"),
+    boolean(kLibrary, "COIL_LINK_PROBE",
+            "0: do not time the link across hosts at init (rank 0 and one rank of another host)"),
     integer(kLibrary, "COIL_IB_SLOTS", 1, kMaxFifoSlots, "ib FIFO depth (power of two)"),
     byteSize(kLibrary, "COIL_IB_SLOT_BYTES", 4096, 64 * kMiB, "ib FIFO slot size"),
     byteSize(kLibrary, "COIL_IB_DIRECT_BYTES", 0, INT64_MAX,

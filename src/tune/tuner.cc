@@ -126,6 +126,21 @@ Model::Model(const Topology& topology) : topo_(topology) {
   }
   if (auto spec = env::get("COIL_TUNE"); spec && !spec->empty()) applyTuneEnv(*spec);
   treeLoad_ = algo::doubleTreeLoad(topo_.nranks);
+  // Across hosts the built-in tcp costs are loopback's, not the link's:
+  // measure the link at init unless the user gave parameters or said no.
+  const std::string probe = env::get("COIL_LINK_PROBE").value_or("1");
+  if (probe != "0" && probe != "1")
+    fail(coilInvalidUsage, "COIL_LINK_PROBE=", probe, ": expected 0 or 1");
+  p_.probeLink = topo_.hosts >= 2 && origin_ == "built-in defaults" && probe == "1";
+}
+
+void Model::setMeasuredLink(double alphaUs, double betaUsPerB, const std::string& how) {
+  for (Cost* c : {&p_.ring, &p_.tree, &p_.fifoOneShot}) {
+    c->alphaUs = alphaUs;
+    c->betaUsPerB = betaUsPerB;
+  }
+  origin_ += " + " + how;
+  last_ = {};
 }
 
 void Model::adopt(const ModelParams& params) {

@@ -71,6 +71,7 @@ struct ModelParams {
   uint64_t slicePieceBytes;  // window slice: bytes per piece
   uint64_t streamFromBytes;  // window slice: streaming stores from this size on
   uint64_t cacheBytes;       // the last-level cache the memory factor refers to
+  uint32_t probeLink;        // 1: rank 0 measures the link across hosts at init (link_probe.cc)
 };
 
 struct Prediction {
@@ -115,6 +116,10 @@ class Model {
   /// All parameters, and replacing them (with another rank's).
   const ModelParams& params() const { return p_; }
   void adopt(const ModelParams& params);
+  /// The FIFO algorithms' α and β (ring, tree, FIFO one-shot: the slowest
+  /// transport's, which across hosts is the link) as measured at init
+  /// (comm/link_probe.cc); γ is kept. `how` joins origin().
+  void setMeasuredLink(double alphaUs, double betaUsPerB, const std::string& how);
   /// Where the parameters came from: "built-in defaults", plus the file and
   /// COIL_TUNE when they applied (for the INFO log).
   const std::string& origin() const { return origin_; }
