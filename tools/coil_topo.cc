@@ -4,16 +4,19 @@
 //   coil-topo --json          the same as one JSON object
 //   coil-topo --xml FILE      a topology saved by `lstopo --of xml` (another machine, a test)
 //   coil-topo --sysfs ROOT    read RDMA ports under ROOT/class/infiniband (default /sys)
+//   coil-topo --comm          under a launcher: the transport between every pair of
+//                             ranks, and why (topo/comm_report.h)
 //
 // Prints the CPUs and NUMA nodes, the GPUs and NICs against each other in
 // the manner of `nvidia-smi topo -m`, and each RDMA port's state, link
 // layer, MTU and GID table — and says plainly what it did not find.
-// Nothing in coil uses this yet (see docs/topology.md).
+// libcoil learns the same at its first init (docs/topology.md).
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
 
+#include "topo/comm_report.h"
 #include "topo/ib_ports.h"
 #include "topo/report.h"
 #include "topo/topology.h"
@@ -23,13 +26,15 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(
       out,
-      "usage: coil-topo [--json] [--xml FILE] [--sysfs ROOT]\n"
+      "usage: coil-topo [--json] [--xml FILE] [--sysfs ROOT] | --comm\n"
       "Prints this machine's topology: packages, NUMA nodes, cores, PUs, L3; GPUs and NICs\n"
       "against each other (as nvidia-smi topo -m); RDMA ports with their GIDs.\n"
       "  --json        print it as one JSON object\n"
       "  --xml FILE    load the topology from an hwloc XML file (lstopo --of xml) instead;\n"
       "                RDMA ports are then not read unless --sysfs is given\n"
       "  --sysfs ROOT  read RDMA ports under ROOT/class/infiniband (default /sys)\n"
+      "  --comm        run under a launcher (torchrun, mpirun, srun): join a communicator and\n"
+      "                print, on rank 0, the transport between every pair of ranks and why\n"
       "  -h, --help    this text\n");
 }
 
@@ -46,6 +51,8 @@ int main(int argc, char** argv) {
       usage(stderr);
       return 2;
     }
+    if (!std::strcmp(arg, "--comm"))
+      return coil::topo::printCommReport();
     if (!std::strcmp(arg, "--json"))
       json = true;
     else if (!std::strcmp(arg, "--xml"))

@@ -213,6 +213,15 @@ Communicator::~Communicator() {
   if (bootstrap_) bootstrap_->close();
 }
 
+std::pair<std::string, std::string> Communicator::linkReport(int peer) const {
+  if (peer == rank_) return {"self", ""};
+  const transport::Connection* c = peers_.at(static_cast<size_t>(peer));
+  const std::string name = c ? c->traits().name : "none";
+  if (linkReason_.empty() || linkReason_[peer].empty())
+    return {name, "the parent communicator's link (split with shared links)"};
+  return {name, linkReason_[peer]};
+}
+
 void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   // The config's netName (already a transport's name) wins over the
   // environment; errors name whichever forced it.
@@ -287,13 +296,28 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
     return transport::Endpoint{infos[r], a};
   };
   std::vector<std::vector<int>> peersOf(kinds);
+  linkReason_.assign(static_cast<size_t>(nranks_), "");
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     size_t chosen = kinds;
+    // Why each more preferred transport was passed over (coil-topo --comm).
+    std::string passed;
     for (size_t t = 0; t < kinds && chosen == kinds; ++t) {
       if (!forced.empty() && available[t] != forced) continue;
-      if (transports[t]->canReach(endpoint(rank_, t), endpoint(p, t))) chosen = t;
+      if (transports[t]->canReach(endpoint(rank_, t), endpoint(p, t))) {
+        chosen = t;
+        break;
+      }
+      const std::string unusable = transports[t]->unusable();
+      passed += (passed.empty() ? "" : "; ") + available[t] + ": " +
+                (!unusable.empty() ? unusable
+                 : infos[p].hostHash != infos[rank_].hostHash ? std::string("another host")
+                                                              : std::string("cannot reach it"));
     }
+    if (chosen < kinds)
+      linkReason_[p] = !forced.empty() ? "forced by " + forcedBy
+                       : passed.empty() ? "the first choice"
+                                        : "not " + passed;
     if (chosen == kinds) {
       if (forced.empty())
         fail(coilInvalidUsage, "no transport can reach rank ", p, " from rank ", rank_);

@@ -97,6 +97,9 @@ class Communicator {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  /// The transport of this rank's link to `peer` and why it was chosen
+  /// ({"tcp", "not shm: another host"}); {"self", ""} for this rank.
+  std::pair<std::string, std::string> linkReport(int peer) const;
   /// coilSuccess, or the error that broke this communicator.
   coilResult_t asyncError() const { return asyncError_.load(); }
 
@@ -200,6 +203,7 @@ class Communicator {
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
+  std::vector<std::string> linkReason_;        // by rank: why its link's transport (linkReport)
   struct Registration {
     void* buffer;
     size_t bytes;

@@ -7,9 +7,12 @@
 # at awkward counts against the independent reference.
 #
 # Needs root and iproute2; otherwise exits 77 (skipped) and says why.
-# Usage: run_hier_test.sh <path to hier_rank>
+# Then coil-topo --comm on 3 + 2 ranks must report shm inside each host and
+# tcp across, saying shm cannot reach another host.
+# Usage: run_hier_test.sh <path to hier_rank> [<path to coil-topo>]
 set -u
-rank_bin=${1:?usage: run_hier_test.sh HIER_RANK_BINARY}
+rank_bin=${1:?usage: run_hier_test.sh HIER_RANK_BINARY [COIL_TOPO]}
+topo_bin=${2:-}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
 if ! command -v ip >/dev/null; then echo "SKIP: needs iproute2 (ip)"; exit 77; fi
 
@@ -88,5 +91,29 @@ for layout in "2 2" "2 2 2" "3 2"; do
   run_layout "$layout" COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier
   run_layout "$layout"
 done
+# coil-topo --comm on 3 + 2 ranks: rank 0's report, checked.
+if [ -n "$topo_bin" ]; then
+  port=$((port + 1))
+  pids=() r=0
+  for h in 0 1; do
+    for ((k = 0; k < 3 - h; k++)); do
+      ip netns exec "coilh$h-$suffix" env RANK=$r WORLD_SIZE=5 MASTER_ADDR=$net.1 MASTER_PORT=$port \
+        COIL_SOCKET_IFNAME="hv$h-$suffix" COIL_TIMEOUT_MS=120000 "$topo_bin" --comm \
+        >"$logdir/topo$r" 2>"$logdir/topoerr$r" &
+      pids+=($!)
+      r=$((r + 1))
+    done
+  done
+  failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  if [ $failed = 0 ] && grep -q "^rank 0 *X *shm *shm *tcp *tcp" "$logdir/topo0" &&
+     grep -q "^rank 4 *tcp *tcp *tcp *shm *X" "$logdir/topo0" &&
+     grep -q "tcp, not shm: another host" "$logdir/topo0"; then
+    echo "coil-topo --comm on 3 + 2 ranks: shm inside each host, tcp across (not shm: another host)"
+  else
+    echo "FAIL: coil-topo --comm on 3 + 2 ranks"; cat "$logdir/topo0"; tail -3 "$logdir"/topoerr*
+    status=1
+  fi
+fi
 [ $status = 0 ] && echo "netns hierarchical: every layout passed"
 exit $status
