@@ -66,7 +66,8 @@ CostParams algorithmCosts(const std::string& name, const algo::AlgorithmProgram&
   tune::Topology topo;
   topo.nranks = 2;
   topo.windowSlotBytes = size_t{1} << 20;
-  const tune::Cost& c = tune::Model(topo).cost(a);
+  const tune::Model model(topo);
+  const tune::Cost c = model.cost(a);
   return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB,
           std::string("the shared window's built-in ") + algorithm.name + " costs"};
 }
