@@ -78,9 +78,13 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
   for (int a = 0; a < kArms; ++a) untried = untried || (a != c.best && enabled(a) && c.samples[a] == 0);
   const bool slow = untried && c.samples[c.best] >= kFirstSamples && c.averageUs[c.best] > kSlowUs;
   if (slow || (c.calls & (c.interval - 1)) == 0) {
-    // Explore: the other ways in turn.
+    // Explore: the other ways in turn. Not sleeping while polling answers
+    // within kSlowUs: a sleep then only adds a wake-up (10-100 µs, for both
+    // ranks of a pair), and one such call in a short run's 20 doubled its mean.
+    const bool sleepMayWin = c.averageUs[c.best] > kSlowUs || c.best == kSleep;
     for (int k = 1; k < kArms; ++k) {
       const int a = static_cast<int>((c.best + k + c.explored) % kArms);
+      if (a == kSleep && !sleepMayWin) continue;
       if (a != c.best && enabled(a)) {
         ++c.explored;
         return planOf(a);
@@ -96,9 +100,14 @@ void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds
   if (mode_ == Mode::kAlways || !plan.measure) return;
   SizeClass& c = classes_[classOf(bytes)];
   const int arm = plan.spinUs == 0 ? kSleep : plan.yield ? kYield : kPause;
-  // An exponential average of the last ~8 samples: recent load counts most.
+  // The least of a way's first kFirstSamples (a peer still busy with its
+  // own first calls makes single calls of 70-150 µs whatever the way: they
+  // must not decide), then an exponential average of the last ~8 samples:
+  // recent load counts most.
   double& avg = c.averageUs[arm];
-  avg = c.samples[arm] == 0 ? microseconds : avg + (microseconds - avg) / 8.0;
+  if (c.samples[arm] == 0) avg = microseconds;
+  else if (c.samples[arm] < kFirstSamples) avg = std::min(avg, microseconds);
+  else avg += (microseconds - avg) / 8.0;
   ++c.samples[arm];
   choose(c);
 }

@@ -487,6 +487,39 @@ TEST(SpinAdvisor, FirstCallsOnAQuietMachinePause) {
   EXPECT_LT(later, 200) << "the other ways are still tried";
 }
 
+// Seen on a quiet machine: after the unrecorded start, calls 5-8 still met
+// a peer busy with its own first calls (144, 72, 1.5 and 76 µs), and the
+// advisor left pause for yield (4 µs a call) for good. One fast first
+// sample says pausing answers fast.
+TEST(SpinAdvisor, SlowFirstSamplesWithOneFastOneKeepPausing) {
+  SpinAdvisor a(50, 200);
+  const double first[] = {150, 150, 150, 150, 144, 72, 1.5, 76};
+  int pauses = 0;
+  for (int call = 0; call < 64; ++call) {
+    WaitPlan p = a.planFor(8);
+    const double us = call < 8 ? first[call] : p.yield ? 4.0 : p.spinUs > 0 ? 0.3 : 40.0;
+    a.record(8, p, us);
+    pauses += p.spinUs > 0 && !p.yield;
+  }
+  EXPECT_GE(pauses, 62);  // one exploring call at 32 (yield) and maybe one at 64
+}
+
+// Exploring a sleep when polling answers in under a microsecond only adds
+// a wake-up to both ranks' call: in a 20-call run one of them doubled the
+// mean. Sleeping is tried only once polling has turned slow.
+TEST(SpinAdvisor, AFastPollIsNeverExploredIntoASleep) {
+  SpinAdvisor a(50, 200);
+  int sleeps = 0, yields = 0;
+  for (int call = 0; call < 600; ++call) {
+    WaitPlan p = a.planFor(8);
+    a.record(8, p, p.spinUs == 0 ? 40.0 : p.yield ? 2.0 : 0.3);
+    sleeps += p.spinUs == 0;
+    yields += p.yield;
+  }
+  EXPECT_EQ(sleeps, 0);
+  EXPECT_GT(yields, 0) << "yielding is still tried";
+}
+
 // The same start on a busy machine (a compiler on both cores): pausing
 // ends in a sleep, ~140 µs a call; yielding answers in ~4. The advisor
 // must not wait for its first exploring call (call 32) to find that out.
