@@ -23,7 +23,6 @@ COIL_DEB_PACKAGES=(
   # tests/rxe (tools/rxe/guest-run): Debian's kernel with Soft-RoCE under qemu
   qemu-system-x86 busybox-static cpio
   rdma-core ibverbs-utils ibverbs-providers perftest
-  chromium                # tests/tools/coil_sim_html_test.sh: coil-sim's page, stepped headless
 )
 
 coil_install_deps() {
