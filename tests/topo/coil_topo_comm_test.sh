@@ -8,19 +8,27 @@ set -u
 topo=${1:?usage: coil_topo_comm_test.sh COIL_TOPO}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-port=$((23000 + $$ % 20000))
 fail() { echo "FAIL: $*"; for f in "$out"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
+# A port nobody listens on now (meson runs other tests beside this one, and
+# a fixed port collided with one of theirs once).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-run() {  # run WORLD [ENV...]: rank 0's stdout in $out/rank0
+run() {  # run WORLD [ENV...]: rank 0's stdout in $out/rank0; a new port if the one taken is busy
   local world=$1; shift
-  port=$((port + 1))
-  local pids=()
-  for ((r = 0; r < world; r++)); do
-    env "$@" RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COIL_TIMEOUT_MS=60000 \
-      "$topo" --comm >"$out/rank$r" 2>"$out/err$r" &
-    pids+=($!)
+  local attempt
+  for attempt in 1 2 3; do
+    local port pids=() status=0
+    port=$(free_port)
+    for ((r = 0; r < world; r++)); do
+      env "$@" RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COIL_TIMEOUT_MS=60000 \
+        "$topo" --comm >"$out/rank$r" 2>"$out/err$r" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || status=1; done
+    [ $status = 0 ] && return 0
+    grep -q "Address already in use" "$out/err0" || break
   done
-  for p in "${pids[@]}"; do wait "$p" || fail "a rank of coil-topo --comm exited non-zero"; done
+  fail "a rank of coil-topo --comm exited non-zero"
 }
 
 run 3
