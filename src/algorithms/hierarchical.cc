@@ -50,6 +50,15 @@ struct Layout {
   int myHost = 0;
   int myLocal = 0;                      // this rank's index on its host
   int parts = 1;                        // K
+  int prev = 0, next = 0;               // this rank's neighbours on its host's ring
+
+  /// The ranks of host h whose blocks rail k owns (all-gather, reduce-scatter):
+  /// its local ranks i with i mod K == k, in rank order.
+  std::vector<int> dealt(int h, int k) const {
+    std::vector<int> ranks;
+    for (int i = k; i < static_cast<int>(hosts[h].size()); i += parts) ranks.push_back(hosts[h][i]);
+    return ranks;
+  }
 };
 
 Layout layoutOf(const CallShape& s) {
@@ -67,7 +76,24 @@ Layout layoutOf(const CallShape& s) {
   }
   l.parts = static_cast<int>(l.hosts[0].size());
   for (const auto& h : l.hosts) l.parts = std::min(l.parts, static_cast<int>(h.size()));
+  const std::vector<int>& local = l.hosts[l.myHost];
+  const int n = static_cast<int>(local.size());
+  l.prev = local[mod(l.myLocal - 1, n)];
+  l.next = local[mod(l.myLocal + 1, n)];
   return l;
+}
+
+// Element `base` of rank `rank`'s block (the gathers' buffers hold n blocks).
+size_t blockAt(const CallShape& s, int rank, size_t base) {
+  return static_cast<size_t>(rank) * s.count + base;
+}
+
+// step(base, len) for each chunk of a block, as the rings cut it, so that
+// every step fits half a FIFO.
+template <typename Step>
+void forEachChunk(const CallShape& s, Step&& step) {
+  for (size_t base = 0; base < s.count; base += s.chunkElems)
+    step(base, std::min(s.chunkElems, s.count - base));
 }
 
 }  // namespace
@@ -77,7 +103,7 @@ void hierarchicalAllReduce(Primitives& p, const CallShape& s) {
   const std::vector<int>& local = l.hosts[l.myHost];
   const int n = static_cast<int>(local.size());
   const int me = l.myLocal;
-  const int prev = local[mod(me - 1, n)], next = local[mod(me + 1, n)];
+  const int prev = l.prev, next = l.next;
   auto part = [&](int k) { return evenPart(0, s.count, l.parts, k); };
 
   // 1: each part summed over the host into its owner (no fin yet).
@@ -138,39 +164,26 @@ void hierarchicalAllGather(Primitives& p, const CallShape& s) {
   const std::vector<int>& local = l.hosts[l.myHost];
   const int n = static_cast<int>(local.size());
   const int me = l.myLocal;
-  const int prev = local[mod(me - 1, n)], next = local[mod(me + 1, n)];
+  const int prev = l.prev, next = l.next;
   const int hosts = static_cast<int>(l.hosts.size());
-  auto at = [&](int rank, size_t base) { return static_cast<size_t>(rank) * s.count + base; };
-  // Chunk by chunk, as the rings do, so that every step fits half a FIFO.
-  auto chunks = [&](auto&& step) {
-    for (size_t base = 0; base < s.count; base += s.chunkElems)
-      step(base, std::min(s.chunkElems, s.count - base));
-  };
 
   // 1: the host's blocks around the host's ring.
   if (n > 1)
-    chunks([&](size_t base, size_t len) {
-      p.send(next, at(s.rank, base), len);
-      for (int j = 1; j <= n - 2; ++j) p.recvCopySend(prev, next, at(local[mod(me - j, n)], base), len);
-      p.recv(prev, at(local[mod(me + 1, n)], base), len);
+    forEachChunk(s, [&](size_t base, size_t len) {
+      p.send(next, blockAt(s, s.rank, base), len);
+      for (int j = 1; j <= n - 2; ++j) p.recvCopySend(prev, next, blockAt(s, local[mod(me - j, n)], base), len);
+      p.recv(prev, blockAt(s, local[mod(me + 1, n)], base), len);
     });
-
-  // The blocks host h deals to rail k, in rank order.
-  auto dealt = [&](int h, int k) {
-    std::vector<int> ranks;
-    for (int i = k; i < static_cast<int>(l.hosts[h].size()); i += l.parts) ranks.push_back(l.hosts[h][i]);
-    return ranks;
-  };
 
   // 2: each rail's owners pass their hosts' dealt blocks around the rail.
   if (me < l.parts && hosts > 1) {
     const int h = l.myHost;
     const int railPrev = l.hosts[mod(h - 1, hosts)][me], railNext = l.hosts[mod(h + 1, hosts)][me];
-    chunks([&](size_t base, size_t len) {
-      for (int q : dealt(h, me)) p.send(railNext, at(q, base), len);
+    forEachChunk(s, [&](size_t base, size_t len) {
+      for (int q : l.dealt(h, me)) p.send(railNext, blockAt(s, q, base), len);
       for (int j = 1; j <= hosts - 2; ++j)
-        for (int q : dealt(mod(h - j, hosts), me)) p.recvCopySend(railPrev, railNext, at(q, base), len);
-      for (int q : dealt(mod(h + 1, hosts), me)) p.recv(railPrev, at(q, base), len);
+        for (int q : l.dealt(mod(h - j, hosts), me)) p.recvCopySend(railPrev, railNext, blockAt(s, q, base), len);
+      for (int q : l.dealt(mod(h + 1, hosts), me)) p.recv(railPrev, blockAt(s, q, base), len);
     });
   }
 
@@ -178,13 +191,13 @@ void hierarchicalAllGather(Primitives& p, const CallShape& s) {
   if (n > 1 && hosts > 1)
     for (int k = 0; k < l.parts; ++k) {
       const int pos = mod(me - k, n);  // the owner, local rank k, is first
-      chunks([&](size_t base, size_t len) {
+      forEachChunk(s, [&](size_t base, size_t len) {
         for (int h = 0; h < hosts; ++h) {
           if (h == l.myHost) continue;
-          for (int q : dealt(h, k)) {
-            if (pos == 0) p.send(next, at(q, base), len);
-            else if (pos == n - 1) p.recv(prev, at(q, base), len);
-            else p.recvCopySend(prev, next, at(q, base), len);
+          for (int q : l.dealt(h, k)) {
+            if (pos == 0) p.send(next, blockAt(s, q, base), len);
+            else if (pos == n - 1) p.recv(prev, blockAt(s, q, base), len);
+            else p.recvCopySend(prev, next, blockAt(s, q, base), len);
           }
         }
       });
@@ -213,23 +226,13 @@ void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
   const std::vector<int>& local = l.hosts[l.myHost];
   const int n = static_cast<int>(local.size());
   const int me = l.myLocal;
-  const int prev = local[mod(me - 1, n)], next = local[mod(me + 1, n)];
+  const int prev = l.prev, next = l.next;
   const int hosts = static_cast<int>(l.hosts.size());
-  auto at = [&](int rank, size_t base) { return static_cast<size_t>(rank) * s.count + base; };
-  auto chunks = [&](auto&& step) {
-    for (size_t base = 0; base < s.count; base += s.chunkElems)
-      step(base, std::min(s.chunkElems, s.count - base));
-  };
-  auto dealt = [&](int h, int k) {
-    std::vector<int> ranks;
-    for (int i = k; i < static_cast<int>(l.hosts[h].size()); i += l.parts) ranks.push_back(l.hosts[h][i]);
-    return ranks;
-  };
   // With one host the chain of phase 1 finishes the blocks (fin); with one
   // rank there is nothing to add: its own block is finished by a copy.
   const bool chainFinishes = hosts == 1;
   if (s.nranks == 1) {
-    p.copy(at(s.rank, 0), at(s.rank, 0), s.count);
+    p.copy(blockAt(s, s.rank, 0), blockAt(s, s.rank, 0), s.count);
     return;
   }
 
@@ -237,10 +240,10 @@ void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
   if (n > 1)
     for (int k = 0; k < l.parts; ++k) {
       const int pos = mod(me - k - 1, n);  // the owner, local rank k, is last
-      chunks([&](size_t base, size_t len) {
+      forEachChunk(s, [&](size_t base, size_t len) {
         for (int h = 0; h < hosts; ++h)
-          for (int q : dealt(h, k)) {
-            const size_t o = at(q, base);
+          for (int q : l.dealt(h, k)) {
+            const size_t o = blockAt(s, q, base);
             if (pos == 0) p.send(next, o, len);
             else if (pos < n - 1) p.recvReduceSend(prev, next, o, len);
             else if (chainFinishes) p.recvReduceCopy(prev, o, len);
@@ -254,12 +257,12 @@ void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
   if (me < l.parts && hosts > 1) {
     const int h = l.myHost;
     const int railPrev = l.hosts[mod(h - 1, hosts)][me], railNext = l.hosts[mod(h + 1, hosts)][me];
-    chunks([&](size_t base, size_t len) {
-      for (int q : dealt(mod(h - 1, hosts), me)) p.send(railNext, at(q, base), len);
+    forEachChunk(s, [&](size_t base, size_t len) {
+      for (int q : l.dealt(mod(h - 1, hosts), me)) p.send(railNext, blockAt(s, q, base), len);
       for (int j = 1; j <= hosts - 2; ++j)
-        for (int q : dealt(mod(h - 1 - j, hosts), me))
-          p.recvReduceSend(railPrev, railNext, at(q, base), len);
-      for (int q : dealt(h, me)) p.recvReduceCopy(railPrev, at(q, base), len);
+        for (int q : l.dealt(mod(h - 1 - j, hosts), me))
+          p.recvReduceSend(railPrev, railNext, blockAt(s, q, base), len);
+      for (int q : l.dealt(h, me)) p.recvReduceCopy(railPrev, blockAt(s, q, base), len);
     });
   }
 
@@ -267,10 +270,10 @@ void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
   if (n > 1) {
     const int owner = local[me % l.parts];
     if (me < l.parts) {
-      for (int q : dealt(l.myHost, me))
-        if (q != s.rank) chunks([&](size_t base, size_t len) { p.send(q, at(q, base), len); });
+      for (int q : l.dealt(l.myHost, me))
+        if (q != s.rank) forEachChunk(s, [&](size_t base, size_t len) { p.send(q, blockAt(s, q, base), len); });
     } else {
-      chunks([&](size_t base, size_t len) { p.recv(owner, at(s.rank, base), len); });
+      forEachChunk(s, [&](size_t base, size_t len) { p.recv(owner, blockAt(s, s.rank, base), len); });
     }
   }
 }

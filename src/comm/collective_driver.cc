@@ -29,11 +29,6 @@ namespace {
 
 using algo::CollKind;
 
-bool hasRoot(CollKind k) {
-  return k == CollKind::Broadcast || k == CollKind::Reduce || k == CollKind::Gather ||
-         k == CollKind::Scatter;
-}
-
 bool hasOp(CollKind k) {
   return k == CollKind::AllReduce || k == CollKind::Reduce || k == CollKind::ReduceScatter;
 }
@@ -76,7 +71,7 @@ struct CallText {
          << reduce::typeName(c.type);
     if (hasOp(c.kind))
       desc << ", " << (reduce::validOp(c.op) ? reduce::opName(c.op) : "premulsum");
-    if (hasRoot(c.kind)) desc << ", root " << c.root;
+    if (algo::hasRoot(c.kind)) desc << ", root " << c.root;
     desc << ")";
     return desc.str();
   }
@@ -158,7 +153,7 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
   // Rooted collectives first check that every rank is in the same call
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
-  const uint64_t agreement = hasRoot(c.kind) && nranks_ > 1 ? agreementTag(c, seq) : 0;
+  const uint64_t agreement = algo::hasRoot(c.kind) && nranks_ > 1 ? agreementTag(c, seq) : 0;
   const MismatchProbe probe(peers_, window_.get(), rank_, tag, agreement, describe);
   watch.stall = &probe;
   if (agreement != 0) agreeOnCall(c, seq, describe, watch);

@@ -57,17 +57,6 @@ std::string us(double v) {
   return buf;
 }
 
-/// "[4,+2)". Appended piecewise: GCC 12 warns (-Wrestrict, a false
-/// positive) on "[" + std::to_string(...) at -O3.
-std::string span(size_t offset, size_t count) {
-  std::string s = "[";
-  s += std::to_string(offset);
-  s += ",+";
-  s += std::to_string(count);
-  s += ")";
-  return s;
-}
-
 /// The items with `separator` between them.
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;

@@ -61,4 +61,15 @@ std::string xmlEscape(const std::string& text) {
   return out;
 }
 
+// Appended piecewise: GCC 12 warns (-Wrestrict, a false positive) on
+// "[" + std::to_string(...) at -O3.
+std::string span(size_t offset, size_t count) {
+  std::string s = "[";
+  s += std::to_string(offset);
+  s += ",+";
+  s += std::to_string(count);
+  s += ")";
+  return s;
+}
+
 }  // namespace coil::sim

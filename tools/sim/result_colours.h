@@ -1,6 +1,7 @@
-// How much of the collective's result an output holds, and its colour:
-// shared by the diagram (svg.cc), the page (html.cc) and the final check
-// (simulation.cc), so all three judge an element alike.
+// What the diagram (svg.cc), the page (html.cc) and the final check
+// (simulation.cc) share, so that all three judge and label an element
+// alike: how much of the collective's result an output holds, its colour,
+// span labels and XML escaping.
 #pragma once
 
 #include <string>
@@ -21,6 +22,9 @@ int resultPercent(const std::vector<Contributors>& have, const std::vector<Contr
 
 /// "#rrggbb" on a white → blue scale for a resultPercent; grey for -1.
 std::string resultColour(int percent);
+
+/// "[4,+2)": an element span, as the diagram and the page label messages.
+std::string span(size_t offset, size_t count);
 
 /// Text for XML character data and attribute values.
 std::string xmlEscape(const std::string& text);

@@ -68,28 +68,12 @@ constexpr K kAllKinds[] = {K::Send,           K::Recv,         K::RecvReduceSend
 
 std::string num(int v) { return std::to_string(v); }
 
-/// "[4,+2)". Appended piecewise: GCC 12 warns (-Wrestrict, a false
-/// positive) on "[" + std::to_string(...) at -O3.
-std::string span(size_t offset, size_t count) {
-  std::string s = "[";
-  s += std::to_string(offset);
-  s += ",+";
-  s += std::to_string(count);
-  s += ")";
-  return s;
-}
-
-bool rooted(algo::CollKind k) {
-  using C = algo::CollKind;
-  return k == C::Broadcast || k == C::Reduce || k == C::Gather || k == C::Scatter;
-}
-
 std::string titleLine(const Simulation& s) {
   const Request& r = s.request;
   std::string t = std::string(algo::collName(r.collective)) + ", " + r.algorithm->name + " (" +
                   r.algorithm->function + "): " + num(r.nranks) + " ranks, count " +
                   std::to_string(r.count) + ", chunk " + std::to_string(r.chunkElems);
-  if (rooted(r.collective)) t += ", root " + num(r.root);
+  if (algo::hasRoot(r.collective)) t += ", root " + num(r.root);
   if (s.deadlocked) t += " - DEADLOCK";
   else if (!s.wrong.empty()) t += " - WRONG RESULT";
   return t;

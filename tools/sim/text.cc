@@ -21,11 +21,6 @@ std::string title(const Simulation& s) {
   return t;
 }
 
-bool rooted(algo::CollKind k) {
-  using K = algo::CollKind;
-  return k == K::Broadcast || k == K::Reduce || k == K::Gather || k == K::Scatter;
-}
-
 }  // namespace
 
 void printHeader(std::FILE* out, const Simulation& s) {
@@ -40,7 +35,7 @@ void printHeader(std::FILE* out, const Simulation& s) {
   else if (std::string(r.algorithm->name) == "slice")
     std::fprintf(out, ", pieces of %zu elements (slices start on whole elements here, on"
                       " 64-byte lines in the library)", r.chunkElems);
-  if (rooted(r.collective)) std::fprintf(out, ", root %d", r.root);
+  if (algo::hasRoot(r.collective)) std::fprintf(out, ", root %d", r.root);
   if (!r.hostOf.empty()) {
     std::fprintf(out, ", hosts");
     for (int q = 0; q < r.nranks; ++q) std::fprintf(out, "%s%d", q ? "," : " ", r.hostOf[q]);
