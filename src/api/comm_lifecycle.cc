@@ -1,6 +1,7 @@
 // Exported functions that create, query and destroy communicators.
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -206,6 +207,13 @@ coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
   return guarded("coilCommInitAll", nullptr, [&] {
     if (comms == nullptr) fail(coilInvalidArgument, "comms is NULL");
     if (ndev < 1) fail(coilInvalidArgument, "ndev must be >= 1 (got ", ndev, ")");
+    // Ranks that are threads of one process share the device's hardware
+    // queues, and one rank's staging copies can sit in a queue behind
+    // another rank's wait (staged_stream.h): eight ranks on one H100 hung
+    // with the default 8 queues and passed with 32. So ask for every queue,
+    // unless the application chose a number. (It takes effect where CUDA
+    // has not made its context yet, as when these are its first CUDA calls.)
+    if (ndev > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
     // Several ranks on one device are allowed (unlike NCCL): with one GPU,
     // devlist {0, 0, 0} gives three ranks on it. devlist NULL: 0 .. ndev-1,
     // as NCCL, or with fewer devices, rank r on device r % count.

@@ -4,7 +4,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-
 #include "core/error.h"
 #include "device/device.h"
 
@@ -158,6 +157,11 @@ void destroyEvent(Event event) noexcept {
 void recordEvent(Event event, Stream stream) {
   check("cudaEventRecord",
         cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+void waitEvent(Stream stream, Event event) {
+  check("cudaStreamWaitEvent", cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                                   static_cast<cudaEvent_t>(event), 0));
 }
 
 void syncEvent(Event event) {

@@ -63,6 +63,9 @@ void copyAsync(void* dst, const void* src, size_t bytes, Stream stream);
 Event createEvent();  // timing disabled: the cheap kind
 void destroyEvent(Event event) noexcept;
 void recordEvent(Event event, Stream stream);
+/// Makes `stream` wait, on the GPU, for the work before the event's latest
+/// record (cudaStreamWaitEvent): a dependency CUDA sees, unlike waitWord.
+void waitEvent(Stream stream, Event event);
 /// Blocks the calling thread until the work before the event has run.
 void syncEvent(Event event);
 void syncStream(Stream stream);

@@ -29,6 +29,7 @@ void copyAsync(void*, const void*, size_t, Stream) { noCuda("copyAsync"); }
 Event createEvent() { noCuda("createEvent"); }
 void destroyEvent(Event) noexcept {}
 void recordEvent(Event, Stream) { noCuda("recordEvent"); }
+void waitEvent(Stream, Event) { noCuda("waitEvent"); }
 void syncEvent(Event) { noCuda("syncEvent"); }
 void syncStream(Stream) { noCuda("syncStream"); }
 void waitWord(Stream, const volatile uint32_t*, uint32_t) { noCuda("waitWord"); }

@@ -13,7 +13,6 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr int kInitialEvents = 8;
-constexpr size_t kBounceBytes = size_t{4} << 20;
 
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -22,21 +21,18 @@ size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 StagedStream::StagedStream(int device, OnError onError, size_t stagingBytes)
     : device_(device), onError_(std::move(onError)) {
   setDevice(device_);
+  stagingBytes_ = stagingBytes;
+  blockBytes_ = alignUp(std::max(stagingBytes, kMinBlockBytes));
   word_ = static_cast<volatile uint32_t*>(allocPinned(kAlign));
   *word_ = 0;
   try {
-    bounce_ = static_cast<uint8_t*>(allocPinned(kBounceBytes));
-    if (stagingBytes > 0) {
-      pinnedStaging_ = static_cast<uint8_t*>(allocPinned(alignUp(stagingBytes)));
-      pinnedStagingBytes_ = alignUp(stagingBytes);
-    }
-    copies_ = createStream();
+    block_ = static_cast<uint8_t*>(allocPinned(blockBytes_));
+    blockFree_ = createEvent();
     for (int i = 0; i < kInitialEvents; ++i) freeEvents_.push_back(createEvent());
   } catch (...) {
     for (Event e : freeEvents_) destroyEvent(e);
-    destroyStream(copies_);
-    freePinned(pinnedStaging_);
-    freePinned(bounce_);
+    destroyEvent(blockFree_);
+    freePinned(block_);
     freePinned(const_cast<uint32_t*>(word_));
     throw;
   }
@@ -50,10 +46,13 @@ StagedStream::~StagedStream() {
   }
   changed_.notify_all();
   proxy_.join();  // it runs every queued job first
+  try {
+    syncEvent(blockFree_);  // the streams' last copies from the block
+  } catch (const Error&) {
+  }
   for (Event e : freeEvents_) destroyEvent(e);
-  destroyStream(copies_);
-  freePinned(pinnedStaging_);
-  freePinned(bounce_);
+  destroyEvent(blockFree_);
+  freePinned(block_);
   freePinned(const_cast<uint32_t*>(word_));
 }
 
@@ -82,6 +81,13 @@ std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRan
   return spans;
 }
 
+uint8_t* StagedStream::stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (const Span& s : spans)
+    if (a >= s.lo && a <= s.hi) return base + s.offset + (a - s.lo);
+  return nullptr;
+}
+
 void StagedStream::FreeBytes::operator()(uint8_t* p) const noexcept { std::free(p); }
 
 uint8_t* StagedStream::hostStaging(size_t bytes) {
@@ -108,75 +114,143 @@ Event StagedStream::takeEvent() {
   return createEvent();  // more calls in flight than ever before
 }
 
+// A large call's inbound (or outbound) ranges cut into trips of at most a
+// block each; a call with nothing to move that way still makes one trip,
+// so that its stream waits for the proxy at that point.
+std::vector<StagedStream::Trip> StagedStream::trips(const std::vector<DeviceRange>& ranges,
+                                                    const std::vector<Span>& spans,
+                                                    bool inbound) const {
+  std::vector<Trip> out(1);
+  size_t used = 0;  // of the current trip's block
+  for (const DeviceRange& r : ranges) {
+    if (!(inbound ? r.in : r.out) || r.bytes == 0) continue;
+    const auto lo = reinterpret_cast<uintptr_t>(r.ptr);
+    size_t hostOffset = 0;
+    for (const Span& s : spans)
+      if (lo >= s.lo && lo < s.hi) hostOffset = s.offset + (lo - s.lo);
+    for (size_t done = 0; done < r.bytes;) {
+      if (used >= blockBytes_) {
+        out.emplace_back();
+        used = 0;
+      }
+      const size_t n = std::min(r.bytes - done, blockBytes_ - used);
+      out.back().pieces.push_back({static_cast<const uint8_t*>(r.ptr) + done, hostOffset + done, used, n});
+      used = alignUp(used + n);
+      done += n;
+    }
+  }
+  return out;
+}
+
 void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream) {
   std::lock_guard<std::mutex> order(enqueueMutex_);
-  Event ready = takeEvent();
+  Job job;
+  job.spans = layout(ranges, &job.total);
+  job.inBlock = job.total <= stagingBytes_;
   try {
-    recordEvent(ready, stream);
+    enqueueOn(job, ranges, stream);
+    job.body = std::move(body);
   } catch (...) {
+    // The next call must not use the block before this one's queued
+    // copies are through, and waits already queued must still be released:
+    // the job goes to the proxy without its body; the caller gets the error.
+    try {
+      recordEvent(blockFree_, stream);
+    } catch (const Error&) {
+    }
+    if (job.lastTicket == 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      returnEvents(job);
+      throw;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    freeEvents_.push_back(ready);
+    queue_.push_back(std::move(job));
+    ++enqueued_;
+    changed_.notify_all();
     throw;
   }
-  const uint32_t ticket = issued_ + 1;
-  waitWord(stream, word_, ticket);  // if this throws, the stream waits for nothing
-  issued_ = ticket;
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back({ticket, ready, ranges, std::move(body)});
+  queue_.push_back(std::move(job));
   ++enqueued_;
   changed_.notify_all();
 }
 
-// Device -> staging through the pinned bounce buffer, a chunk at a time.
-void StagedStream::copyIn(uint8_t* host, const void* device, size_t bytes) {
-  for (size_t done = 0; done < bytes; done += kBounceBytes) {
-    const size_t n = std::min(kBounceBytes, bytes - done);
-    copyAsync(bounce_, static_cast<const uint8_t*>(device) + done, n, copies_);
-    syncStream(copies_);
-    std::memcpy(host + done, bounce_, n);
-  }
+void StagedStream::returnEvents(const Job& job) {
+  for (const std::vector<Trip>* trips : {&job.inbound, &job.outbound})
+    for (const Trip& t : *trips)
+      if (t.event) freeEvents_.push_back(t.event);
 }
 
-void StagedStream::copyOut(void* device, const uint8_t* host, size_t bytes) {
-  for (size_t done = 0; done < bytes; done += kBounceBytes) {
-    const size_t n = std::min(kBounceBytes, bytes - done);
-    std::memcpy(bounce_, host + done, n);
-    copyAsync(static_cast<uint8_t*>(device) + done, bounce_, n, copies_);
-    syncStream(copies_);  // before the bounce buffer is refilled
-  }
-}
-
-// One job: the stream has reached it once `ready` fires; stage the inputs,
-// run the body, copy the outputs back (not after a failure: they keep what
-// they held), release the stream.
-void StagedStream::run(Job& job) {
-  size_t total = 0;
-  const std::vector<Span> spans = layout(job.ranges, &total);
-  const bool pinned = total <= pinnedStagingBytes_;
-  uint8_t* base = pinned ? pinnedStaging_ : hostStaging(total);
-  auto staged = [&](const void* p) -> uint8_t* {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    for (const Span& s : spans)
-      if (a >= s.lo && a <= s.hi) return base + s.offset + (a - s.lo);
-    return nullptr;
+// Puts the call's copies and waits on `stream` (staged_stream.h), filling
+// in `job`'s tickets and events as it goes.
+void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream) {
+  waitEvent(stream, blockFree_);  // never recorded yet: waits for nothing
+  auto waitFor = [&](Trip& t) {
+    t.ticket = issued_ + 1;
+    waitWord(stream, word_, t.ticket);
+    issued_ = job.lastTicket = t.ticket;
   };
-  syncEvent(job.ready);
-  if (pinned) {  // straight into the pinned block, every range on the one stream, one wait
-    for (const DeviceRange& r : job.ranges)
-      if (r.in && r.bytes > 0) copyAsync(staged(r.ptr), r.ptr, r.bytes, copies_);
-    syncStream(copies_);
+  auto recordOn = [&](Trip& t) {
+    t.event = takeEvent();
+    recordEvent(t.event, stream);
+  };
+  if (job.inBlock) {
+    for (const DeviceRange& r : ranges)
+      if (r.in && r.bytes > 0) copyAsync(stagedAddress(job.spans, block_, r.ptr), r.ptr, r.bytes, stream);
+    Trip& t = job.inbound.emplace_back();
+    recordOn(t);
+    waitFor(t);
+    for (const DeviceRange& r : ranges)
+      if (r.out && r.bytes > 0)
+        copyAsync(const_cast<void*>(r.ptr), stagedAddress(job.spans, block_, r.ptr), r.bytes, stream);
   } else {
-    for (const DeviceRange& r : job.ranges)
-      if (r.in && r.bytes > 0) copyIn(staged(r.ptr), r.ptr, r.bytes);
+    job.inbound = trips(ranges, job.spans, true);
+    job.outbound = trips(ranges, job.spans, false);
+    for (Trip& t : job.inbound) {
+      for (const Piece& p : t.pieces) copyAsync(block_ + p.blockOffset, p.device, p.bytes, stream);
+      recordOn(t);
+      waitFor(t);
+    }
+    for (size_t j = 0; j < job.outbound.size(); ++j) {
+      Trip& t = job.outbound[j];
+      waitFor(t);
+      for (const Piece& p : t.pieces)
+        copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
+      if (j + 1 < job.outbound.size()) recordOn(t);  // the proxy refills the block after it
+    }
   }
-  job.body([&](const void* p) -> void* { return staged(p); });
-  if (pinned) {
-    for (const DeviceRange& r : job.ranges)
-      if (r.out && r.bytes > 0) copyAsync(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes, copies_);
-    syncStream(copies_);
-  } else {
-    for (const DeviceRange& r : job.ranges)
-      if (r.out && r.bytes > 0) copyOut(const_cast<void*>(r.ptr), staged(r.ptr), r.bytes);
+  recordEvent(blockFree_, stream);
+}
+
+void StagedStream::release(uint32_t ticket) {
+  __atomic_store_n(word_, ticket, __ATOMIC_RELEASE);  // the stream goes on
+}
+
+// One job, in the order its stream meets it. A call in the block: its
+// stream has copied the inputs in once `ready` fires; run the body there and
+// let the stream copy the outputs out. A large call: move each inbound
+// trip's pieces from the block to host staging once the stream has filled
+// it, run the body, then fill the block for each outbound trip once the
+// stream has emptied it of the previous one.
+void StagedStream::run(Job& job) {
+  if (job.inBlock) {
+    syncEvent(job.inbound.front().event);
+    job.body([&](const void* p) -> void* { return stagedAddress(job.spans, block_, p); });
+    release(job.inbound.front().ticket);
+    return;
+  }
+  uint8_t* host = hostStaging(job.total);
+  for (const Trip& t : job.inbound) {
+    syncEvent(t.event);
+    for (const Piece& p : t.pieces) std::memcpy(host + p.hostOffset, block_ + p.blockOffset, p.bytes);
+    release(t.ticket);
+  }
+  job.body([&](const void* p) -> void* { return stagedAddress(job.spans, host, p); });
+  for (size_t j = 0; j < job.outbound.size(); ++j) {
+    if (j > 0) syncEvent(job.outbound[j - 1].event);
+    for (const Piece& p : job.outbound[j].pieces)
+      std::memcpy(block_ + p.blockOffset, host + p.hostOffset, p.bytes);
+    release(job.outbound[j].ticket);
   }
 }
 
@@ -196,16 +270,18 @@ void StagedStream::proxyLoop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    try {
-      run(job);
-    } catch (const Error& e) {
-      onError_(e);
-    } catch (const std::exception& e) {
-      onError_(Error(coilInternalError, std::string("staged device call: ") + e.what()));
+    if (job.body) {
+      try {
+        run(job);
+      } catch (const Error& e) {
+        onError_(e);
+      } catch (const std::exception& e) {
+        onError_(Error(coilInternalError, std::string("staged device call: ") + e.what()));
+      }
     }
-    __atomic_store_n(word_, job.ticket, __ATOMIC_RELEASE);  // the stream goes on
+    release(job.lastTicket);  // every wait of the job, whatever happened
     std::lock_guard<std::mutex> lock(mutex_);
-    freeEvents_.push_back(job.ready);
+    returnEvents(job);
     ++completed_;
     changed_.notify_all();
   }

@@ -1,52 +1,59 @@
 // StagedStream: runs coil's host engine on device buffers, in the order of
 // the caller's CUDA stream, without blocking the caller.
 //
-// A call puts two things on the caller's stream, and nothing else:
+// Everything a call asks of the GPU goes on the caller's stream, at the
+// call, around one wait (a call that fits the pinned staging block):
 //
+//   wait for the block's previous user     (an event: CUDA sees it)
+//   copy the inputs into the pinned block
 //   record `ready`
 //   wait until a host word reaches this call's ticket   (cuStreamWaitValue32)
+//   copy the outputs back from the block
+//   record `blockFree`
 //
 // and this object's proxy thread, taking the calls in order, waits for
-// `ready`, copies the inputs to host staging memory on a stream of its own,
-// runs the body (a host collective over the staged copies), copies the
-// outputs back, and stores the ticket into the word, which lets the
-// caller's stream go on. So the call returns at once, the work after it on
-// the stream sees its results, and no kernel ever spins: the GPU's front
-// end waits on a word in host memory. Processes sharing one GPU cannot
-// deadlock each other through it (without MPS their kernels would not run
-// side by side).
+// `ready` on the host, runs the body (a host collective over the staged
+// copies) and stores the ticket into the word, which lets the stream go on.
+// The proxy itself never asks the GPU for anything. So the call returns at
+// once, the work after it on the stream sees its results, no kernel spins
+// (processes sharing a GPU without MPS cannot run kernels side by side),
+// and nothing the proxy needs can be queued behind a waiting stream.
 //
-// What the caller's stream must not hold, learnt on an H100 (2026-11-26):
-//  - copies queued behind the wait. A design that put the staging copies on
-//    the caller's stream around the wait hung: a copy waiting there held
-//    a copy engine's queue, and other streams' copies (another rank's, the
-//    application's cudaMemcpy) queued behind it. So the proxy issues every
-//    copy, on its own stream, only once the caller's stream has reached the
-//    call.
-//  - CUDA memory (de)allocation while a stream waits: pinned allocation and
-//    cudaFree are implicit synchronisation points, and one of them while a
-//    stream waits for a ticket that only a later call releases never
-//    returns (a test's cudaFree did just that on the H100). So the word,
-//    the proxy's stream, the pinned staging and a few events are made in
-//    the constructor (at communicator init), and the same holds for users:
-//    in one process, a cudaFree while another rank's call waits for this
-//    rank's call can deadlock, as with NCCL.
+// That last point is why the copies are the caller's. A GPU serves its
+// streams from a few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by
+// default), and streams that share a queue run in submission order: a
+// stream waiting on the word holds up every stream that shares its queue.
+// An earlier design had the proxy copy on a stream of its own; on an H100
+// (2026-11-26) that stream shared a queue with a waiting stream often
+// enough that eight ranks as threads hung, and four did with two
+// communicators, until the device had 32 queues. Here a rank's progress
+// needs only its own stream to reach its call, which its own wait cannot
+// prevent. Ranks that are threads of one process (coilCommInitAll) still
+// share queues with each other's waits: one rank's copies can sit behind
+// another's wait, which coilCommInitAll makes unlikely by asking for every
+// queue (its note in api/comm_lifecycle.cc).
 //
-// Staging: a call whose buffers fit the pinned block (COIL_STAGING_BYTES,
-// 32 MiB by default, per communicator) is copied straight into it and the
-// body runs there; a larger one goes through plain host memory, filled and
-// drained a chunk at a time through a pinned bounce buffer (no pageable
-// CUDA copies, whose driver path the application's own pageable copies
-// share).
+// A call larger than the staging bytes (COIL_STAGING_BYTES, 32 MiB by
+// default, per communicator) is staged in plain host memory and passes
+// through the pinned block a block at a time: the stream copies a block in
+// and waits while the proxy moves it to host memory, and after the body the
+// proxy fills the block and the stream waits, then copies it out. Calls on
+// other streams wait for the block's previous user first, so the block is
+// never written under another call.
 //
-// This is the staging path: every byte crosses PCIe twice. It works between
-// any ranks, on any transport; CUDA IPC between the ranks of one host builds
-// on the registered-memory transport interface later.
+// No CUDA allocation after init: pinned allocation and cudaFree are
+// implicit synchronisation points, and one of them while a stream waits for
+// a ticket that only a later call releases never returns (a test's cudaFree
+// did just that on an H100). So the word, the pinned block and a few events
+// are made in the constructor (at communicator init); the same holds for
+// users: in one process, a cudaFree while another rank's call waits for
+// this rank's call can deadlock, as with NCCL.
 //
-// A body that throws still releases the stream, and the outputs are left as
-// they were (the copies back are skipped); the error goes to `onError`,
-// which the API turns into the communicator's asynchronous error, as NCCL
-// reports errors of enqueued work through ncclCommGetAsyncError.
+// A body that throws still releases the stream, and the error goes to
+// `onError`, which the API turns into the communicator's asynchronous
+// error, as NCCL reports errors of enqueued work through
+// ncclCommGetAsyncError. As in NCCL, the outputs of a failed call are
+// undefined (the copies back were queued at the call).
 #pragma once
 
 #include <condition_variable>
@@ -83,9 +90,11 @@ class StagedStream {
   using OnError = std::function<void(const Error& error)>;
 
   /// `device`: the communicator's device, made current on the proxy thread.
-  /// `stagingBytes`: the pinned staging block (0: every call bounces).
+  /// `stagingBytes`: calls up to this size are staged in the pinned block
+  /// (0: every call passes through it), which is at least kMinBlockBytes.
   StagedStream(int device, OnError onError, size_t stagingBytes = kDefaultStagingBytes);
   static constexpr size_t kDefaultStagingBytes = size_t{32} << 20;
+  static constexpr size_t kMinBlockBytes = size_t{4} << 20;
   /// Waits for every enqueued job to run, then frees what it made.
   ~StagedStream();
   StagedStream(const StagedStream&) = delete;
@@ -103,28 +112,45 @@ class StagedStream {
     uintptr_t lo, hi;
     size_t offset;  // in the staging memory
   };
+  struct Piece {  // part of a device range, its place in host staging and in the block
+    const void* device;
+    size_t hostOffset, blockOffset, bytes;
+  };
+  struct Trip {  // one pass of a large call's data through the pinned block
+    uint32_t ticket = 0;   // the stream waits for it
+    Event event = nullptr; // in: the block is full; out: the stream has emptied it
+    std::vector<Piece> pieces;
+  };
   struct Job {
-    uint32_t ticket = 0;
-    Event ready = nullptr;
-    std::vector<DeviceRange> ranges;
-    Body body;
+    std::vector<Span> spans;
+    size_t total = 0;
+    bool inBlock = false;  // the body runs on the block: one inbound trip, no pieces
+    std::vector<Trip> inbound, outbound;
+    uint32_t lastTicket = 0;
+    Body body;  // empty: the enqueue failed half-way; only its tickets to release
   };
 
   static std::vector<Span> layout(const std::vector<DeviceRange>& ranges, size_t* total);
-  uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the pinned block
-  void copyIn(uint8_t* host, const void* device, size_t bytes);
-  void copyOut(void* device, const uint8_t* host, size_t bytes);
+  /// Where a device pointer inside one of `spans` is staged at `base`; nullptr
+  /// for any other pointer.
+  static uint8_t* stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p);
+  std::vector<Trip> trips(const std::vector<DeviceRange>& ranges, const std::vector<Span>& spans,
+                          bool inbound) const;
+  void enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
+  uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the staging bytes
   Event takeEvent();
+  void returnEvents(const Job& job);  // to the pool; mutex_ held
+  void release(uint32_t ticket);
   void run(Job& job);
   void proxyLoop();
 
   const int device_;
   const OnError onError_;
   volatile uint32_t* word_ = nullptr;  // pinned, mapped: the streams wait on it
-  Stream copies_ = nullptr;            // the proxy's stream for the staging copies
-  uint8_t* bounce_ = nullptr;          // pinned: the large calls' copies go through it
-  uint8_t* pinnedStaging_ = nullptr;   // pinned: the calls that fit are staged here
-  size_t pinnedStagingBytes_ = 0;
+  uint8_t* block_ = nullptr;           // pinned: calls are staged here, or pass through it
+  size_t blockBytes_ = 0;
+  size_t stagingBytes_ = 0;            // calls up to this size run in the block
+  Event blockFree_ = nullptr;          // recorded after the block's latest user's last copy
   std::mutex enqueueMutex_;            // one enqueue at a time: tickets in stream order
   uint32_t issued_ = 0;                // guarded by enqueueMutex_
 

@@ -46,8 +46,8 @@ struct Reduction {
 Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char* opName);
 
 /// Whether CUDA tensors are accepted: COIL_TORCH_CUDA=1. Until the CUDA path
-/// has passed tests/torch/test_cuda.py on a GPU it is opt-in (its one run
-/// so far, on an H100 on 2026-11-26, crashed every rank; cause not found).
+/// has passed tests/torch/test_cuda.py on a GPU it is opt-in (its H100 runs
+/// on 2026-11-26 crashed, then hung: docs/architecture.md, the adapter).
 bool cudaTensorsEnabled();
 
 /// Throws c10::Error unless `t` is a dense, strided CPU tensor, or a CUDA

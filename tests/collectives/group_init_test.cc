@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -272,6 +273,32 @@ TEST(GroupInitFailure, DestroyBeforeGroupEnd) {
   ASSERT_EQ(coilCommInitRank(&comm, 1, id, 0), coilSuccess);
   EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   EXPECT_EQ(coilGroupEnd(), coilSuccess);
+}
+
+// coilCommInitAll hosts several ranks in one process, which share the
+// GPU's hardware queues: it asks CUDA for all 32 (staged_stream.h), unless
+// the application set CUDA_DEVICE_MAX_CONNECTIONS itself. Each case runs in
+// a child, whose environment it may change.
+TEST(InitAll, AsksForEveryHardwareQueueUnlessTheApplicationChose) {
+  for (const char* preset : {static_cast<const char*>(nullptr), "4"}) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (preset) setenv("CUDA_DEVICE_MAX_CONNECTIONS", preset, 1);
+      else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      coilComm_t comms[3] = {};
+      if (coilCommInitAll(comms, 3, nullptr) != coilSuccess) _exit(2);
+      const char* now = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      const std::string want = preset ? preset : "32";
+      for (coilComm_t c : comms) coilCommDestroy(c);
+      _exit(now != nullptr && want == now ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << (preset ? "preset 4 was overwritten" : "32 was not asked for")
+                                      << " (2: the init failed)";
+  }
 }
 
 class NonBlockingInit : public ::testing::TestWithParam<int> {};

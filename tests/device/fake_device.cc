@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -48,10 +49,15 @@ struct FakeEvent {
   uint64_t recorded = 0, reached = 0;  // generation recorded / generation its stream passed
 };
 
-class FakeStream {
+// One of the device's hardware queues: it runs the operations pushed to it
+// in order, whichever streams they belong to. A real device has
+// CUDA_DEVICE_MAX_CONNECTIONS of them and spreads its streams over them;
+// by default each fake stream gets a queue of its own (no sharing), and
+// fake::shareHardwareQueues(n) makes the streams created after it share n.
+class HardwareQueue {
  public:
-  FakeStream() : thread_([this] { loop(); }) {}
-  ~FakeStream() {
+  HardwareQueue() : thread_([this] { loop(); }) {}
+  ~HardwareQueue() {
     push(nullptr);
     thread_.join();
   }
@@ -59,14 +65,8 @@ class FakeStream {
     {
       std::lock_guard<std::mutex> lock(m_);
       ops_.push_back(std::move(op));
-      ++pushed_;
     }
     cv_.notify_all();
-  }
-  void sync() {
-    std::unique_lock<std::mutex> lock(m_);
-    const uint64_t target = pushed_;
-    cv_.wait(lock, [&] { return done_ >= target; });
   }
 
  private:
@@ -81,18 +81,59 @@ class FakeStream {
       }
       if (!op) return;
       op();
-      {
-        std::lock_guard<std::mutex> lock(m_);
-        ++done_;
-      }
-      cv_.notify_all();
     }
   }
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> ops_;
-  uint64_t pushed_ = 0, done_ = 0;
   std::thread thread_;
+};
+
+std::mutex gQueuesMutex;
+int gSharedQueueCount = 0;                  // 0: every stream has its own queue
+std::vector<HardwareQueue*> gSharedQueues;  // never destroyed: streams may outlive a test
+size_t gNextSharedQueue = 0;
+
+class FakeStream {
+ public:
+  FakeStream() {
+    std::lock_guard<std::mutex> lock(gQueuesMutex);
+    if (gSharedQueueCount == 0) {
+      own_ = std::make_unique<HardwareQueue>();
+      queue_ = own_.get();
+    } else {
+      while (gSharedQueues.size() < static_cast<size_t>(gSharedQueueCount))
+        gSharedQueues.push_back(new HardwareQueue());
+      queue_ = gSharedQueues[gNextSharedQueue++ % static_cast<size_t>(gSharedQueueCount)];
+    }
+  }
+  ~FakeStream() { sync(); }  // its operations may still sit in a shared queue
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      ++pushed_;
+    }
+    queue_->push([this, op = std::move(op)] {
+      op();
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        ++done_;
+      }
+      cv_.notify_all();
+    });
+  }
+  void sync() {
+    std::unique_lock<std::mutex> lock(m_);
+    const uint64_t target = pushed_;
+    cv_.wait(lock, [&] { return done_ >= target; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  uint64_t pushed_ = 0, done_ = 0;
+  std::unique_ptr<HardwareQueue> own_;
+  HardwareQueue* queue_ = nullptr;
 };
 
 // The legacy default stream (a null Stream), made on first use.
@@ -195,6 +236,19 @@ void recordEvent(Event event, Stream stream) {
   });
 }
 
+void waitEvent(Stream stream, Event event) {
+  auto* e = static_cast<FakeEvent*>(event);
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(e->m);
+    generation = e->recorded;  // the latest record now, as cudaStreamWaitEvent
+  }
+  streamOf(stream).push([e, generation] {
+    std::unique_lock<std::mutex> lock(e->m);
+    e->cv.wait(lock, [&] { return e->reached >= generation; });
+  });
+}
+
 void syncEvent(Event event) {
   auto* e = static_cast<FakeEvent*>(event);
   std::unique_lock<std::mutex> lock(e->m);
@@ -226,6 +280,11 @@ namespace fake {
 void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream).push(std::move(fn)); }
 int allocationsWhileWaiting() { return gAllocWhileWaiting.load(); }
 void resetCounters() { gAllocWhileWaiting = 0; }
+void shareHardwareQueues(int n) {
+  std::lock_guard<std::mutex> lock(gQueuesMutex);
+  gSharedQueueCount = n;
+  gNextSharedQueue = 0;
+}
 
 }  // namespace fake
 }  // namespace coil::device

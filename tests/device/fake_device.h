@@ -1,10 +1,11 @@
 // A GPU made of host threads, for testing StagedStream without one.
 //
 // It implements src/device/device.h: "device memory" is host memory from
-// allocDevice (so kindOf can tell it apart), each stream is a thread that
-// runs its operations in order (copies, event records, waits on a word in
-// memory, and test-only operations), and events complete when their
-// stream reaches them. What it checks as it goes, as a real GPU would not:
+// allocDevice (so kindOf can tell it apart), each stream runs its
+// operations (copies, event records, waits on an event or on a word in
+// memory, and test-only operations) in order on a hardware queue, a thread
+// of its own or one it shares, and events complete when their stream
+// reaches them. What it checks as it goes, as a real GPU would not:
 // nothing is allocated or freed while a stream waits on a word (the
 // implicit-synchronisation hazard, staged_stream.h), and copies touch only
 // memory that exists.
@@ -22,5 +23,10 @@ void enqueueHostWork(Stream stream, std::function<void()> fn);
 int allocationsWhileWaiting();
 /// Resets the counters above.
 void resetCounters();
+/// Streams created from now on share `n` hardware queues, handed out in
+/// turn, as a GPU's streams share its CUDA_DEVICE_MAX_CONNECTIONS queues:
+/// an operation waits for everything pushed before it to its queue, from
+/// any stream. 0 (the default): each stream has a queue of its own.
+void shareHardwareQueues(int n);
 
 }  // namespace coil::device::fake

@@ -1,7 +1,8 @@
 // StagedStream (src/device/staged_stream.h) on a fake GPU made of host
 // threads (fake_device.h): the host side of the device path, which a
 // machine without a GPU can still check. Stream order, the staging layout
-// (in place, overlapping, pinned block and bounce path), failures, drain,
+// (in place, overlapping, in the pinned block and through it), failures,
+// calls on a hardware queue that every stream shares, drain,
 // and that no CUDA memory is allocated while a stream waits.
 #include "device/staged_stream.h"
 
@@ -9,7 +10,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -93,6 +97,22 @@ std::vector<uint8_t> plus(std::vector<uint8_t> v, int delta) {
   return v;
 }
 
+// Runs `fn`; if it has not returned within `limit`, the test fails and the
+// process ends: its threads are stuck in a deadlock that no test can undo.
+void mustFinishWithin(std::chrono::seconds limit, const char* what, const std::function<void()>& fn) {
+  std::packaged_task<void()> task(fn);
+  std::future<void> done = task.get_future();
+  std::thread runner(std::move(task));
+  if (done.wait_for(limit) == std::future_status::timeout) {
+    std::fprintf(stderr, "FAILED: %s did not finish within %lld s: a deadlock\n", what,
+                 static_cast<long long>(limit.count()));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  runner.join();
+  done.get();
+}
+
 class StagedStreamTest : public ::testing::TestWithParam<size_t> {  // the pinned staging bytes
  protected:
   void SetUp() override {
@@ -112,7 +132,7 @@ class StagedStreamTest : public ::testing::TestWithParam<size_t> {  // the pinne
 TEST_P(StagedStreamTest, ACallReturnsAtOnceAndItsStreamSeesTheResult) {
   {
     StagedStream staged(0, errors.sink(), GetParam());
-    for (size_t n : {size_t{1}, size_t{4096}, size_t{3 << 20} + 13}) {
+    for (size_t n : {size_t{1}, size_t{4096}, size_t{3 << 20} + 13, (size_t{9} << 20) + 5}) {
       DeviceBytes buf(n);
       const auto before = buf.snapshot();
       Gate gate;
@@ -168,27 +188,50 @@ TEST_P(StagedStreamTest, OverlappingRangesKeepTheirPositions) {
   EXPECT_EQ(errors.count(), 0u);
 }
 
-// A body that throws: the stream goes on, the outputs keep what they held,
-// the error is reported, and the next call works.
-TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndKeepsItsOutputs) {
+// A body that throws: the stream goes on, the error is reported, and the
+// next call works. (The failed call's outputs are undefined, as in NCCL:
+// the copies back were queued at the call.)
+TEST_P(StagedStreamTest, AFailedCallReleasesItsStreamAndTheNextCallWorks) {
   {
     StagedStream staged(0, errors.sink(), GetParam());
     for (size_t n : {size_t{100}, size_t{5 << 20}}) {
       DeviceBytes buf(n);
-      const auto before = buf.snapshot();
       staged.enqueue({{buf.get(), n, true, true}},
                      [&](const StagedStream::HostOf& hostOf) {
                        std::memset(hostOf(buf.get()), 0, n);  // half-done work...
                        fail(coilRemoteError, "peer 2 is gone");  // ...then the call fails
                      },
                      s);
-      EXPECT_EQ(readInStreamOrder(s, buf), before) << n << " bytes";
+      const auto after = readInStreamOrder(s, buf);
       staged.enqueue({{buf.get(), n, true, true}}, addTo(buf.get(), n, 1), s);
-      EXPECT_EQ(readInStreamOrder(s, buf), plus(before, 1));
+      EXPECT_EQ(readInStreamOrder(s, buf), plus(after, 1)) << n << " bytes";
     }
   }
   ASSERT_EQ(errors.count(), 2u);
   EXPECT_NE(errors.messages[0].find("peer 2 is gone"), std::string::npos) << errors.messages[0];
+}
+
+// One communicator's calls on two streams take turns with the pinned
+// block: neither call's data is overwritten by the other's, small or large
+// (a large call passes through the block in several trips).
+TEST_P(StagedStreamTest, CallsOnTwoStreamsTakeTurnsWithTheBlock) {
+  Stream other = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    for (size_t n : {size_t{4096}, (size_t{9} << 20) + 7}) {
+      DeviceBytes x(n), y(n);
+      const auto xBefore = x.snapshot(), yBefore = y.snapshot();
+      Gate gate;
+      gate.hold(s);
+      staged.enqueue({{x.get(), n, true, true}}, addTo(x.get(), n, 1), s);
+      staged.enqueue({{y.get(), n, true, true}}, addTo(y.get(), n, 2), other);
+      gate.open();
+      EXPECT_EQ(readInStreamOrder(s, x), plus(xBefore, 1)) << n << " bytes";
+      EXPECT_EQ(readInStreamOrder(other, y), plus(yBefore, 2)) << n << " bytes";
+    }
+  }
+  destroyStream(other);
+  EXPECT_EQ(errors.count(), 0u);
 }
 
 // Calls run in the order they were made, whichever stream reaches its call
@@ -255,9 +298,39 @@ TEST_P(StagedStreamTest, DrainWaitsForEveryCallMadeBeforeIt) {
   EXPECT_EQ(errors.count(), 0u);
 }
 
-// 0: every call bounces; 1 MiB: small calls pinned, the 3 and 5 MiB ones
-// bounce (in chunks of the 4 MiB bounce buffer); 32 MiB (the default):
-// everything here is staged in the pinned block.
+// A GPU's streams share its hardware queues (CUDA_DEVICE_MAX_CONNECTIONS of
+// them), and a queue runs what it holds in order, whichever stream it came
+// from. So a staged call must complete even when every stream shares one
+// queue with the stream that waits for the call: the proxy may need nothing
+// from the GPU that could sit behind that wait. (On an H100, 2026-11-26,
+// thread ranks hung when their proxies' staging copies queued behind their
+// streams' waits.)
+TEST_P(StagedStreamTest, ACallCompletesWhenEveryStreamSharesOneHardwareQueue) {
+  fake::shareHardwareQueues(1);
+  Stream shared = createStream();
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    for (size_t n : {size_t{0}, size_t{100}, (size_t{5} << 20) + 3}) {
+      DeviceBytes buf(n + 1);
+      const auto before = buf.snapshot();
+      std::vector<DeviceRange> ranges;
+      if (n > 0) ranges.push_back({buf.get(), n, true, true});
+      staged.enqueue(ranges, n > 0 ? addTo(buf.get(), n, 5) : [](const StagedStream::HostOf&) {}, shared);
+      mustFinishWithin(std::chrono::seconds(20), "a staged call on a shared hardware queue",
+                       [&] { syncStream(shared); });
+      auto want = plus(before, 5);
+      want[n] = before[n];
+      EXPECT_EQ(buf.snapshot(), want) << n << " bytes";
+    }
+  }
+  fake::shareHardwareQueues(0);
+  destroyStream(shared);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// 0: every call passes through the 4 MiB pinned block; 1 MiB: small calls
+// run in the block, the 3, 5 and 9 MiB ones pass through it (in 1 to 3
+// trips); 32 MiB (the default): only the 9 MiB calls pass through it.
 INSTANTIATE_TEST_SUITE_P(Staging, StagedStreamTest,
                          ::testing::Values(size_t{0}, size_t{1} << 20,
                                            StagedStream::kDefaultStagingBytes),

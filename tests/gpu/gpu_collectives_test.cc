@@ -429,6 +429,13 @@ TEST_P(Threads, SendRecvBothWaysInAGroup) {
   if (GetParam() > 1) inThreads(GetParam(), sendRecvBody);
 }
 
+// Eight ranks as threads on one GPU: with their proxies' copy streams as
+// well, more streams than the 8 hardware queues a device has by default
+// (CUDA_DEVICE_MAX_CONNECTIONS). On an H100 (2026-11-26) this hung with 8
+// queues, a proxy's copies queued behind another stream's wait, and passed
+// with 32. (staged_stream.h)
+TEST(ThreadsManyRanks, EightRanksOnOneGpu) { inThreads(8, allReduceBody); }
+
 // Ranks as threads with two communicators of the same ranks, a and b: each
 // rank's call on a waits behind a gate on one stream while `onB(r, b[r],
 // running)` runs on another; it must not wait for a (the gate opens only
@@ -490,7 +497,7 @@ TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
                                 });
 }
 
-// A call larger than the communicator's pinned staging (the bounce path),
+// A call larger than the communicator's staging bytes (it passes through the block),
 // and one that fits it, made while another communicator's stream waits.
 TEST_P(Threads, LargeAndSmallCallsWhileAnotherStreamWaits) {
   const int n = GetParam();

@@ -25,7 +25,14 @@ print(f"torch_names: {premul}, coalesced op types: {ops}", flush=True)
 t0 = time.time()
 load(name="_coil_torch_ext", sources=sorted(glob.glob(os.path.join(root, "src/torch/*.cc"))),
      extra_include_paths=[os.path.join(root, "include"), os.path.join(root, "src/torch"), gen],
-     extra_cflags=["-O2", "-std=c++20", "-fvisibility=hidden"],
-     extra_ldflags=[f"-L{gpu}", "-l:libcoil.so.0", f"-Wl,-rpath,{gpu}"],
+     extra_cflags=["-O2", "-g", "-std=c++20", "-fvisibility=hidden"],
+     extra_ldflags=["-Wl,--exclude-libs,ALL", f"-L{gpu}", "-l:libcoil.so.0", f"-Wl,-rpath,{gpu}"],
      build_directory=out, verbose=False)
 print(f"torch ext built in {time.time() - t0:.0f} s:", glob.glob(os.path.join(out, "*.so")))
+# What the toolchain made of libstdc++ (an H100 session's ext exported a
+# static copy of parts of it, which libcoil's calls then bound to).
+so = glob.glob(os.path.join(out, "*.so"))[0]
+r = subprocess.run(["g++", "-print-file-name=libstdc++.so"], text=True, capture_output=True)
+print("g++ libstdc++.so:", r.stdout.strip())
+r = subprocess.run(["nm", "-D", "--defined-only", so], text=True, capture_output=True)
+print("libstdc++ symbols the ext exports:", sum(1 for l in r.stdout.splitlines() if " _ZNSo" in l or " _ZNSt" in l))

@@ -4,6 +4,8 @@
 # Keeps to 8 log files (what comes back), each step under its own timeout.
 cd "$(dirname "$0")"; G=$PWD; ROOT=$(dirname "$G"); OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 export COIL_SOCKET_IFNAME=lo PYTHONFAULTHANDLER=1
+# libcoil needs hwloc, coil_perf Open MPI too: the bare image may have neither.
+export LD_LIBRARY_PATH=$G/lib
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 t() { local s=$(date +%s); "$@"; local rc=$?; echo "rc=$rc $(( $(date +%s) - s ))s"; }
 sum() { grep -E "^\[  (FAILED|PASSED) |^\[  FAILED  \]" "$1" | head -30; grep -m4 -B2 -A12 "Failure" "$1" | head -50; tail -2 "$1"; }
@@ -11,24 +13,33 @@ sum() { grep -E "^\[  (FAILED|PASSED) |^\[  FAILED  \]" "$1" | head -30; grep -m
 (cd "$ROOT" && MAX_JOBS=14 python3 "$G/build_torch_ext.py" "$ROOT" /tmp/ext > "$OUT/torch.log" 2>&1; echo "ext build rc=$?" >> "$OUT/torch.log") &
 EXT=$!
 echo "== gpu_collectives_test Threads*"
-t timeout 90 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
-echo "== gpu_collectives_test Threads* with COIL_STAGING_BYTES=0 (bounce path)"
-COIL_STAGING_BYTES=0 t timeout 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
+t timeout 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
+echo "== gpu_collectives_test Threads* with COIL_STAGING_BYTES=0 (every call through the block in trips)"
+COIL_STAGING_BYTES=0 t timeout 40 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
 echo "== gpu_collectives_test Procs*"
-t timeout 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
-echo "== device_reduce_test, device_reduce_bench"
-t timeout 60 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
-t timeout 40 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
-echo "== torch: the extension build, then tests/torch/test_cuda.py"
-wait $EXT; grep -v "^W[0-9]" "$OUT/torch.log" | tail -3
-(cd "$ROOT/tests/torch" && PYTHONUNBUFFERED=1 COIL_TORCH_EXT_DIR=/tmp/ext PYTHONPATH="$ROOT/python" OMP_NUM_THREADS=1 \
-  t timeout 200 python3 test_cuda.py >> "$OUT/torch.log" 2>&1); grep -v "^\s*$" "$OUT/torch.log" | grep -v "^W[0-9]" | tail -40
-export LD_LIBRARY_PATH=$G/lib
+t timeout 90 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
+echo "== device_reduce_test, device_convert_test, device_reduce_bench"
+t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
+t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
+t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
 for n in 1 2 4; do
   echo "== coil_perf -P $n --memory device"
-  t timeout 30 ./benchmarks/perf/coil_perf -P $n -b 8 -e 64M -f 8 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+  t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 8 -e 64M -f 8 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
   grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -12 | head -10
 done
 echo "== coil_perf -P 2 --memory host (same card, same run)"
-t timeout 20 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 64M -f 8 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 64M -f 8 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
 tail -12 "$OUT/perf.log" | head -10
+echo "== torch: the extension build, then tests/torch/test_cuda.py"
+wait $EXT; grep -v "^W[0-9]" "$OUT/torch.log" | tail -5
+# A hang is described before it is killed: each rank's threads (gdb, where
+# the image has it), then its main thread's native and Python stacks
+# (SIGSEGV into segv_trace.so and faulthandler).
+( sleep 100; for pid in $(pgrep -f spawn_main); do
+    command -v gdb > /dev/null && gdb -p "$pid" -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^#|^Thread" | head -120
+    kill -SEGV "$pid"; done ) >> "$OUT/torch.log" 2>&1 &
+WATCH=$!
+(cd "$ROOT/tests/torch" && PYTHONUNBUFFERED=1 COIL_TORCH_EXT_DIR=/tmp/ext PYTHONPATH="$ROOT/python" OMP_NUM_THREADS=1 \
+  LD_PRELOAD="$G/segv_trace.so" t timeout 120 python3 test_cuda.py >> "$OUT/torch.log" 2>&1)
+kill $WATCH 2>/dev/null
+grep -v "^\s*$" "$OUT/torch.log" | grep -v "^W[0-9]" | tail -60
