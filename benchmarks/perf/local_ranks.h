@@ -2,13 +2,11 @@
 // started them.
 //
 // The parent process is rank 0 and forks ranks 1..n-1 before it starts any
-// thread (coil's rendezvous root is a thread, and a fork after threads
-// exist copies their locks but not the threads). Rank 0 then creates what
-// the ranks must share (coil's unique id) and hands it to each child over a
-// pipe.
+// thread; rank 0 then creates what the ranks must share (coil's unique id)
+// and hands it to each child over a pipe. The forking, the death signal,
+// the pipes and the reaping are forked_ranks.h's.
 //
 // Failure handling, so that a broken run never hangs the parent:
-//  - children get SIGKILL when the parent dies (PR_SET_PDEATHSIG);
 //  - a watcher thread in the parent reaps children as they exit; if one
 //    fails while rank 0 is still running, the library is expected to report
 //    the lost peer on rank 0. If rank 0 is still busy `kGraceAfterChildFailure`
@@ -18,15 +16,13 @@
 //    stragglers, and folds their exit status into its own.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <cstddef>
 #include <chrono>
-#include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
+
+#include "forked_ranks.h"
 
 namespace coil_perf {
 
@@ -43,7 +39,7 @@ class LocalRanks {
   LocalRanks(const LocalRanks&) = delete;
   LocalRanks& operator=(const LocalRanks&) = delete;
 
-  int rank() const { return rank_; }
+  int rank() const { return forked_.isChild() ? forked_.rank() : 0; }
   int nranks() const { return nranks_; }
 
   /// Parent only: writes `bytes` bytes at `data` to every child's pipe
@@ -64,26 +60,15 @@ class LocalRanks {
   bool waitForChildren(bool selfFailed);
 
  private:
-  struct Child {
-    pid_t pid = -1;
-    int rank = 0;
-    int idPipe = -1;  // parent's write end
-    bool reaped = false;
-    int status = 0;   // waitpid status once reaped
-  };
-
   void startWatcher();
+  /// Joins the watcher: from then on only the main thread touches forked_.
+  void stopWatcher();
   void watch();
-  /// Reaps exited children without blocking; returns how many failed.
-  int reapExited();
-  void killRemaining();
-  static std::string describe(const Child& child);
+  /// Prints how each of `reaped` that failed ended; returns how many failed.
+  static int reportFailures(const std::vector<coil::ForkedRank>& reaped);
 
-  int rank_ = 0;
   int nranks_ = 1;
-  int childPipe_ = -1;  // child's read end
-  std::vector<Child> children_;
-  std::mutex mutex_;    // guards children_ between the watcher and the main thread
+  coil::ForkedRanks forked_;
   std::atomic<bool> mainDone_{false};
   std::thread watcher_;
 };

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "forked_ranks.h"
 
 namespace coil::test {
 
@@ -134,95 +135,42 @@ void runThreads(const RankSetup& setup, const RawRankBody& body) {
   for (auto& t : threads) t.join();
 }
 
-// Reads the unique id the parent writes after forking; false on EOF.
-bool readId(int fd, coilUniqueId* id) {
-  size_t got = 0;
-  auto* bytes = reinterpret_cast<char*>(id);
-  while (got < sizeof *id) {
-    const ssize_t n = read(fd, bytes + got, sizeof *id - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    got += static_cast<size_t>(n);
+// A rank's process: its gtest failures leave through its exit status.
+[[noreturn]] void runChild(ForkedRanks& forked, const RawRankBody& body) {
+  coilUniqueId id;
+  if (forked.receive(&id, sizeof id) != ForkedRanks::Handover::Received)
+    ForkedRanks::exitChild(2);  // the parent could not make an id
+  int status = 0;
+  try {
+    body(id, forked.rank());
+    status = ::testing::Test::HasFailure() ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d threw: %s\n", forked.rank(), e.what());
+    status = 2;
   }
-  return true;
+  ForkedRanks::exitChild(status);  // skip gtest's and the parent's atexit work
 }
 
 // The ranks are forked before the parent creates the unique id, so no
 // thread of this run (the rendezvous root that coilGetUniqueId starts) is
-// alive at fork time; the id reaches each child through a pipe. coil holds
-// its own locks across fork as well (core/fork_guard.h), but the C library
-// and a sanitizer's allocator are not all fork-safe with threads running.
+// alive at fork time (forked_ranks.h). coil holds its own locks across
+// fork as well (core/fork_guard.h).
 void runProcesses(const RankSetup& setup, const RawRankBody& body) {
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  std::vector<int> idPipes;
-  for (int r = 0; r < setup.nranks; ++r) {
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0) << "pipe failed";
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0) << "fork failed";
-    if (pid == 0) {
-      for (int other : idPipes) close(other);
-      close(fds[1]);
-      coilUniqueId id;
-      if (!readId(fds[0], &id)) _exit(2);  // the parent could not make an id
-      close(fds[0]);
-      int status = 0;
-      try {
-        body(id, r);
-        status = ::testing::Test::HasFailure() ? 1 : 0;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
-        status = 2;
-      }
-      std::fflush(nullptr);
-      _exit(status);  // skip gtest's and the parent's atexit work
-    }
-    noteForkedRank(pid);
-    close(fds[0]);
-    idPipes.push_back(fds[1]);
-    pids.push_back(pid);
-  }
+  ForkedRanks forked(0, setup.nranks);
+  if (forked.isChild()) runChild(forked, body);
+  for (pid_t pid : forked.pids()) noteForkedRank(pid);
   coilUniqueId id;
-  const bool haveId = coilGetUniqueId(&id) == coilSuccess;
-  EXPECT_TRUE(haveId) << coilGetLastError(nullptr);
-  for (int fd : idPipes) {
-    if (haveId) {
-      EXPECT_EQ(write(fd, &id, sizeof id), static_cast<ssize_t>(sizeof id));
-    }
-    close(fd);
+  if (coilGetUniqueId(&id) == coilSuccess) {
+    forked.share(&id, sizeof id);
+  } else {
+    ADD_FAILURE() << coilGetLastError(nullptr);
+    forked.abandon();
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(setup.timeoutSeconds);
-  std::vector<int> status(pids.size(), -1);
-  size_t left = pids.size();
-  while (left > 0) {
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (status[r] != -1) continue;
-      int st = 0;
-      if (waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        status[r] = st;
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (size_t r = 0; r < pids.size(); ++r)
-        if (status[r] == -1) {
-          kill(pids[r], SIGKILL);
-          waitpid(pids[r], nullptr, 0);
-          ADD_FAILURE() << "rank " << r << " did not finish within " << setup.timeoutSeconds
-                        << " s (killed)";
-          status[r] = 0;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  for (size_t r = 0; r < pids.size(); ++r) {
-    int st = status[r];
-    if (WIFSIGNALED(st)) ADD_FAILURE() << "rank " << r << " died with signal " << WTERMSIG(st);
-    else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
-      ADD_FAILURE() << "rank " << r << " failed (exit status " << WEXITSTATUS(st) << ")";
+  forked.reapAll(Clock::now() + std::chrono::seconds(setup.timeoutSeconds));
+  for (const ForkedRank& c : forked.children()) {
+    if (c.succeeded()) continue;
+    if (c.overstayed) ADD_FAILURE() << c.describe() << "; the limit is " << setup.timeoutSeconds << " s";
+    else ADD_FAILURE() << c.describe();
   }
 }
 

@@ -1,15 +1,15 @@
 #include "tests/transport/rank_harness.h"
 
 #include <cstdio>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
+
+#include "forked_ranks.h"
 
 namespace coil::transport::testing {
 
@@ -174,18 +174,15 @@ std::vector<int> runProcesses(int n, const TransportMaker& make, const RankBody&
   void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) throw std::runtime_error("mmap failed");
   Shared* shared = new (page) Shared;
-  std::vector<pid_t> pids;
-  std::vector<int> idPipes;
-  for (int r = 0; r < n; ++r) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_t pid = fork();
-    if (pid == 0) {
-      ::close(fds[1]);
-      for (int fd : idPipes) ::close(fd);
+  std::vector<int> status;
+  {
+    // The root starts after the fork: the children are single-threaded copies.
+    ForkedRanks forked(0, n);
+    if (forked.isChild()) {
+      const int r = forked.rank();
       UniqueIdData id;
       int code = 1;
-      if (read(fds[0], &id, sizeof id) == static_cast<ssize_t>(sizeof id)) {
+      if (forked.receive(&id, sizeof id) == ForkedRanks::Handover::Received) {
         try {
           auto env = setUpRank(id, r, n, shared, make);
           body(*env);
@@ -194,39 +191,14 @@ std::vector<int> runProcesses(int n, const TransportMaker& make, const RankBody&
           std::fprintf(stderr, "rank %d (pid %d) failed: %s\n", r, getpid(), e.what());
         }
       }
-      std::fflush(stderr);
-      _exit(code);
+      ForkedRanks::exitChild(code);
     }
-    ::close(fds[0]);
-    pids.push_back(pid);
-    idPipes.push_back(fds[1]);
+    const UniqueIdData id = startLoopbackRoot();
+    forked.share(&id, sizeof id);
+    if (parent) parent(forked.pids(), *shared);
+    forked.reapAll(ForkedRanks::Clock::now() + std::chrono::milliseconds(2 * kTimeoutMs));
+    for (const ForkedRank& c : forked.children()) status.push_back(c.overstayed ? -1 : c.status);
   }
-  UniqueIdData id = startLoopbackRoot();
-  for (int fd : idPipes) {
-    ssize_t w = write(fd, &id, sizeof id);
-    (void)w;
-    ::close(fd);
-  }
-  if (parent) parent(pids, *shared);
-  std::vector<int> status(static_cast<size_t>(n), -1);
-  std::vector<bool> done(static_cast<size_t>(n), false);
-  const Deadline deadline = Deadline::after(2 * kTimeoutMs);
-  for (int left = n; left > 0 && !deadline.expired();) {
-    for (int r = 0; r < n; ++r) {
-      if (done[size_t(r)]) continue;
-      if (waitpid(pids[size_t(r)], &status[size_t(r)], WNOHANG) == pids[size_t(r)]) {
-        done[size_t(r)] = true;
-        --left;
-      }
-    }
-    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (int r = 0; r < n; ++r)
-    if (!done[size_t(r)]) {
-      kill(pids[size_t(r)], SIGKILL);
-      waitpid(pids[size_t(r)], nullptr, 0);
-      status[size_t(r)] = -1;
-    }
   munmap(page, sizeof(Shared));
   return status;
 }
