@@ -4,7 +4,7 @@
 // The parent process is rank 0 and forks ranks 1..n-1 before it starts any
 // thread; rank 0 then creates what the ranks must share (coil's unique id)
 // and hands it to each child over a pipe. The forking, the death signal,
-// the pipes and the reaping are forked_ranks.h's.
+// the pipes and the reaping are launch/forked_ranks.h's.
 //
 // Failure handling, so that a broken run never hangs the parent:
 //  - a watcher thread in the parent reaps children as they exit; if one
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "forked_ranks.h"
+#include "launch/forked_ranks.h"
 
 namespace coil_perf {
 

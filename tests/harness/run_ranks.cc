@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "forked_ranks.h"
+#include "launch/forked_ranks.h"
 
 namespace coil::test {
 
@@ -153,7 +153,7 @@ void runThreads(const RankSetup& setup, const RawRankBody& body) {
 
 // The ranks are forked before the parent creates the unique id, so no
 // thread of this run (the rendezvous root that coilGetUniqueId starts) is
-// alive at fork time (forked_ranks.h). coil holds its own locks across
+// alive at fork time (launch/forked_ranks.h). coil holds its own locks across
 // fork as well (core/fork_guard.h).
 void runProcesses(const RankSetup& setup, const RawRankBody& body) {
   ForkedRanks forked(0, setup.nranks);

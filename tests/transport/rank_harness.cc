@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "forked_ranks.h"
+#include "launch/forked_ranks.h"
 
 namespace coil::transport::testing {
 

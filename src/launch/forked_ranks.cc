@@ -1,4 +1,4 @@
-#include "forked_ranks.h"
+#include "launch/forked_ranks.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,6 +1,6 @@
 // The launch mechanics on their own: handover, exit status in words,
 // the deadline, and a child that dies before the handover.
-#include "forked_ranks.h"
+#include "launch/forked_ranks.h"
 
 #include <signal.h>
 #include <sys/wait.h>
