@@ -21,6 +21,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/error.h"
+#include "launch/forked_ranks.h"
 
 namespace coil::test {
 
@@ -110,56 +111,34 @@ inline std::vector<RankOutcome> runThreads(int n, const std::function<void(int)>
   return out;
 }
 
-/// Forks one child per rank running body(rank); a child exits with what
-/// body returns (0: success), or 90 if it threw (the message goes to
-/// stderr). Children never return into the test framework (_exit). Returns
-/// the wait statuses; children still running after timeoutSec are killed.
+/// Forks one child per rank running body(rank) (launch/forked_ranks.h); a
+/// child exits with what body returns (0: success), or 90 if it threw (the
+/// message goes to stderr). Children never return into the test framework.
+/// Returns the wait statuses; children still running after timeoutSec are
+/// killed (their status says SIGKILL).
 inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
                                      double timeoutSec = 20, std::vector<pid_t>* pidsOut = nullptr,
                                      const std::function<void(const std::vector<pid_t>&)>& parent =
                                          nullptr) {
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 91;
-      try {
-        code = body(r);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d (pid %d) failed: %s\n", r, (int)getpid(), e.what());
-        code = 90;
-      }
-      std::fflush(nullptr);
-      _exit(code);
+  ForkedRanks forked(0, n);
+  if (forked.isChild()) {
+    int code = 91;
+    try {
+      code = body(forked.rank());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d (pid %d) failed: %s\n", forked.rank(), (int)getpid(), e.what());
+      code = 90;
     }
-    pids.push_back(pid);
+    ForkedRanks::exitChild(code);
   }
-  if (pidsOut) *pidsOut = pids;
-  if (parent) parent(pids);
-  std::vector<int> status(static_cast<size_t>(n), -1);
-  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
-  int left = n;
-  while (left > 0) {
-    for (int r = 0; r < n; ++r) {
-      if (status[static_cast<size_t>(r)] != -1) continue;
-      int st = 0;
-      if (waitpid(pids[static_cast<size_t>(r)], &st, WNOHANG) == pids[static_cast<size_t>(r)]) {
-        status[static_cast<size_t>(r)] = st;
-        --left;
-      }
-    }
-    if (left == 0) break;
-    if (std::chrono::steady_clock::now() > until) {
-      for (int r = 0; r < n; ++r)
-        if (status[static_cast<size_t>(r)] == -1) {
-          kill(pids[static_cast<size_t>(r)], SIGKILL);
-          waitpid(pids[static_cast<size_t>(r)], &status[static_cast<size_t>(r)], 0);
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  forked.abandon();  // nothing to hand over: the ranks know their id already
+  if (pidsOut) *pidsOut = forked.pids();
+  if (parent) parent(forked.pids());
+  forked.reapAll(ForkedRanks::Clock::now() +
+                 std::chrono::duration_cast<ForkedRanks::Clock::duration>(
+                     std::chrono::duration<double>(timeoutSec)));
+  std::vector<int> status;
+  for (const ForkedRank& c : forked.children()) status.push_back(c.status);
   return status;
 }
 
