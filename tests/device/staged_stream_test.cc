@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -325,6 +326,79 @@ TEST_P(StagedStreamTest, ACallCompletesWhenEveryStreamSharesOneHardwareQueue) {
   }
   fake::shareHardwareQueues(0);
   destroyStream(shared);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// Many calls of one communicator on three streams that share two hardware
+// queues, sizes from 0 to past the staging bytes, in place and out of
+// place: every buffer ends with exactly the sum of what its calls added,
+// in its stream's order (each stream has buffers of its own).
+TEST_P(StagedStreamTest, ManyCallsOnThreeStreamsSharingTwoQueues) {
+  fake::shareHardwareQueues(2);
+  std::vector<Stream> streams = {createStream(), createStream(), createStream()};
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    const size_t sizes[] = {0, 1, 4099, size_t{1} << 20, (size_t{3} << 20) + 1, (size_t{6} << 20) + 9};
+    struct Call {
+      size_t n;
+      Stream stream;
+      int delta;
+      std::unique_ptr<DeviceBytes> in, out;  // out: none for an in-place call
+      std::vector<uint8_t> wantIn, wantOut;
+    };
+    // Every buffer is made before the first call (no allocation while a
+    // stream waits: the hazard TearDown checks).
+    std::vector<Call> calls;
+    uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1103515245u + 12345u; };
+    for (int k = 0; k < 36; ++k) {
+      Call c;
+      c.n = sizes[next() % 6];
+      c.stream = streams[static_cast<size_t>(k) % 3];
+      c.delta = 1 + static_cast<int>(next() % 7);
+      c.in = std::make_unique<DeviceBytes>(c.n + 1);
+      c.wantIn = c.in->snapshot();
+      if (next() % 2 == 0) {
+        for (size_t i = 0; i < c.n; ++i) c.wantIn[i] = static_cast<uint8_t>(c.wantIn[i] + c.delta);
+      } else {
+        c.out = std::make_unique<DeviceBytes>(c.n + 1);
+        c.wantOut = c.out->snapshot();
+        for (size_t i = 0; i < c.n; ++i) c.wantOut[i] = static_cast<uint8_t>(c.wantIn[i] + c.delta);
+      }
+      calls.push_back(std::move(c));
+    }
+    for (const Call& c : calls) {
+      const size_t n = c.n;
+      const int delta = c.delta;
+      const void* in = c.in->get();
+      const void* out = c.out ? c.out->get() : nullptr;
+      std::vector<DeviceRange> ranges;
+      if (n > 0 && !out) ranges.push_back({in, n, true, true});
+      if (n > 0 && out) {
+        ranges.push_back({in, n, true, false});
+        ranges.push_back({out, n, false, true});
+      }
+      staged.enqueue(ranges,
+                     [=](const StagedStream::HostOf& hostOf) {  // out = in + delta, or in += delta
+                       if (n == 0) return;
+                       auto* i = static_cast<uint8_t*>(hostOf(in));
+                       auto* o = static_cast<uint8_t*>(hostOf(out ? out : in));
+                       for (size_t k = 0; k < n; ++k) o[k] = static_cast<uint8_t>(i[k] + delta);
+                     },
+                     c.stream);
+    }
+    mustFinishWithin(std::chrono::seconds(60), "36 staged calls on three streams",
+                     [&] {
+                       for (Stream s : streams) syncStream(s);
+                     });
+    for (size_t k = 0; k < calls.size(); ++k) {
+      EXPECT_EQ(calls[k].in->snapshot(), calls[k].wantIn) << "call " << k << ", " << calls[k].n << " bytes";
+      if (calls[k].out)
+        EXPECT_EQ(calls[k].out->snapshot(), calls[k].wantOut) << "call " << k << ", " << calls[k].n << " bytes";
+    }
+  }
+  fake::shareHardwareQueues(0);
+  for (Stream s : streams) destroyStream(s);
   EXPECT_EQ(errors.count(), 0u);
 }
 
