@@ -24,12 +24,12 @@ t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E
 t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
 for n in 1 2 4; do
   echo "== coil_perf -P $n --memory device"
-  t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 8 -e 64M -f 8 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
-  grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -12 | head -10
+  t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 16 -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+  grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -16 | head -14
 done
 echo "== coil_perf -P 2 --memory host (same card, same run)"
-t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 64M -f 8 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
-tail -12 "$OUT/perf.log" | head -10
+t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 64M -f 4 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+tail -16 "$OUT/perf.log" | head -14
 echo "== torch: the extension build, then tests/torch/test_cuda.py"
 wait $EXT; grep -v "^W[0-9]" "$OUT/torch.log" | tail -5
 # A hang is described before it is killed: each rank's threads (gdb, where
