@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 
 namespace coil::device {
 namespace {
@@ -56,7 +57,7 @@ StagedStream::~StagedStream() {
   freePinned(const_cast<uint32_t*>(word_));
 }
 
-// Sorts the ranges and merges the overlapping ones into spans, each placed
+// Sorts the ranges and merges the overlapping or touching ones into spans, each placed
 // at an aligned offset of the staging memory, *total bytes in all.
 std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRange>& ranges,
                                                      size_t* total) {
@@ -69,7 +70,9 @@ std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRan
   std::sort(extents.begin(), extents.end());
   std::vector<Span> spans;
   for (const auto& [lo, hi] : extents) {
-    if (!spans.empty() && lo < spans.back().hi) spans.back().hi = std::max(spans.back().hi, hi);
+    // Touching ranges merge too: a pointer at one range's end and at the next
+    // one's start must lead to one staged byte.
+    if (!spans.empty() && lo <= spans.back().hi) spans.back().hi = std::max(spans.back().hi, hi);
     else spans.push_back({lo, hi, 0});
   }
   size_t offset = 0;
@@ -81,11 +84,16 @@ std::vector<StagedStream::Span> StagedStream::layout(const std::vector<DeviceRan
   return spans;
 }
 
-uint8_t* StagedStream::stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p) {
+std::optional<size_t> StagedStream::stagedOffset(const std::vector<Span>& spans, const void* p) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   for (const Span& s : spans)
-    if (a >= s.lo && a <= s.hi) return base + s.offset + (a - s.lo);
-  return nullptr;
+    if (a >= s.lo && a <= s.hi) return s.offset + (a - s.lo);
+  return std::nullopt;
+}
+
+uint8_t* StagedStream::stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p) {
+  const std::optional<size_t> offset = stagedOffset(spans, p);
+  return offset ? base + *offset : nullptr;
 }
 
 void StagedStream::FreeBytes::operator()(uint8_t* p) const noexcept { std::free(p); }
@@ -124,10 +132,7 @@ std::vector<StagedStream::Trip> StagedStream::trips(const std::vector<DeviceRang
   size_t used = 0;  // of the current trip's block
   for (const DeviceRange& r : ranges) {
     if (!(inbound ? r.in : r.out) || r.bytes == 0) continue;
-    const auto lo = reinterpret_cast<uintptr_t>(r.ptr);
-    size_t hostOffset = 0;
-    for (const Span& s : spans)
-      if (lo >= s.lo && lo < s.hi) hostOffset = s.offset + (lo - s.lo);
+    const size_t hostOffset = *stagedOffset(spans, r.ptr);  // every range is in a span
     for (size_t done = 0; done < r.bytes;) {
       if (used >= blockBytes_) {
         out.emplace_back();
@@ -153,23 +158,21 @@ void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, St
   } catch (...) {
     // The next call must not use the block before this one's queued
     // copies are through, and waits already queued must still be released:
-    // the job goes to the proxy without its body; the caller gets the error.
+    // such a job goes to the proxy without its body; the caller gets the error.
     try {
       recordEvent(blockFree_, stream);
     } catch (const Error&) {
     }
-    if (job.lastTicket == 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      returnEvents(job);
-      throw;
-    }
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(job));
-    ++enqueued_;
-    changed_.notify_all();
+    if (job.lastTicket == 0) returnEvents(job);
+    else submit(std::move(job));
     throw;
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  submit(std::move(job));
+}
+
+void StagedStream::submit(Job&& job) {
   queue_.push_back(std::move(job));
   ++enqueued_;
   changed_.notify_all();

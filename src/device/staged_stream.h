@@ -63,6 +63,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -131,8 +132,10 @@ class StagedStream {
   };
 
   static std::vector<Span> layout(const std::vector<DeviceRange>& ranges, size_t* total);
-  /// Where a device pointer inside one of `spans` is staged at `base`; nullptr
-  /// for any other pointer.
+  /// Where a device pointer inside one of `spans` is staged, from the
+  /// staging memory's start; nothing for any other pointer.
+  static std::optional<size_t> stagedOffset(const std::vector<Span>& spans, const void* p);
+  /// The same at `base`; nullptr for a pointer outside the spans.
   static uint8_t* stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p);
   std::vector<Trip> trips(const std::vector<DeviceRange>& ranges, const std::vector<Span>& spans,
                           bool inbound) const;
@@ -140,6 +143,7 @@ class StagedStream {
   uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the staging bytes
   Event takeEvent();
   void returnEvents(const Job& job);  // to the pool; mutex_ held
+  void submit(Job&& job);             // to the proxy; mutex_ held
   void release(uint32_t ticket);
   void run(Job& job);
   void proxyLoop();

@@ -189,6 +189,32 @@ TEST_P(StagedStreamTest, OverlappingRangesKeepTheirPositions) {
   EXPECT_EQ(errors.count(), 0u);
 }
 
+// Out of place with the output right after the input in one allocation
+// (a tensor's two halves): the ranges touch without overlapping, and each
+// pointer must lead to its own staged bytes, at sizes that are not whole
+// cache lines too.
+TEST_P(StagedStreamTest, TouchingRangesEachFindTheirOwnBytes) {
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    for (size_t n : {size_t{100}, size_t{4096}, (size_t{3} << 20) + 3}) {
+      DeviceBytes both(2 * n);
+      uint8_t* in = both.get();
+      uint8_t* out = both.get() + n;
+      auto want = both.snapshot();
+      for (size_t i = 0; i < n; ++i) want[n + i] = static_cast<uint8_t>(want[i] + 1);
+      staged.enqueue({{in, n, true, false}, {out, n, false, true}},
+                     [&](const StagedStream::HostOf& hostOf) {
+                       auto* i = static_cast<const uint8_t*>(hostOf(in));
+                       auto* o = static_cast<uint8_t*>(hostOf(out));
+                       for (size_t k = 0; k < n; ++k) o[k] = static_cast<uint8_t>(i[k] + 1);
+                     },
+                     s);
+      EXPECT_EQ(readInStreamOrder(s, both), want) << n << " bytes";
+    }
+  }
+  EXPECT_EQ(errors.count(), 0u);
+}
+
 // A body that throws: the stream goes on, the error is reported, and the
 // next call works. (The failed call's outputs are undefined, as in NCCL:
 // the copies back were queued at the call.)
