@@ -28,6 +28,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "core/error.h"
+#include "core/fork_guard.h"
 #include "core/log.h"
 
 namespace coil {
@@ -42,6 +43,7 @@ constexpr int64_t kReplySendMs = 10000;
 // sets: coilCommInitRankScalable stops the roots of the ids it does not use.
 class LocalRoots {
  public:
+  LocalRoots() { guardAcrossFork(mutex_); }  // a root thread may hold it at a fork
   std::shared_ptr<std::atomic<bool>> add(uint64_t nonce) {
     auto flag = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -63,10 +65,11 @@ class LocalRoots {
   std::map<uint64_t, std::shared_ptr<std::atomic<bool>>> roots_;
 };
 
-LocalRoots& localRoots() {
-  static LocalRoots* roots = new LocalRoots;  // never destroyed: detached roots outlive main
-  return *roots;
-}
+// Built at load and never destroyed: detached roots outlive main, and the
+// root threads use it while the application may fork (core/log.cc says why
+// that rules out a function-local static).
+LocalRoots* const gLocalRoots = new LocalRoots;
+LocalRoots& localRoots() { return *gLocalRoots; }
 
 struct JoinedRank {
   Socket socket;

@@ -23,23 +23,26 @@ struct Output {
   char host[64] = {};
   LogSink sink;
 };
-Output& output() {
-  static Output* o = new Output;  // never destroyed: threads may log during exit
-  return *o;
-}
+
+// Built when libcoil loads, never destroyed (threads may log during exit).
+// Not function-local statics: their first use can fall on one of coil's
+// threads (the rendezvous root logs as it starts) while the application
+// forks on another, and a child forked inside such an initialisation waits
+// on the compiler's guard forever (tests/collectives/fork_after_unique_id_test.cc).
+// At load no coil thread exists yet.
+Output* const gOutput = new Output;
+Output& output() { return *gOutput; }
 
 thread_local int tRank = -1;
 
 // Held across fork (a child of a process whose root thread was logging
 // would otherwise never print again).
-std::mutex& writeMutex() {
-  static std::mutex* m = [] {
-    auto* mutex = new std::mutex;
-    guardAcrossFork(*mutex);
-    return mutex;
-  }();
-  return *m;
-}
+std::mutex* const gWriteMutex = [] {
+  auto* mutex = new std::mutex;
+  guardAcrossFork(*mutex);
+  return mutex;
+}();
+std::mutex& writeMutex() { return *gWriteMutex; }
 
 // Caller holds writeMutex().
 void loadLocked() {

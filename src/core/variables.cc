@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <mutex>
+#include <atomic>
 
 #include "core/log.h"
 
@@ -255,10 +255,11 @@ std::vector<std::string> environmentWarnings(const char* const* environment) {
 }
 
 void warnAboutEnvironmentOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (const std::string& w : environmentWarnings(environ)) COIL_WARN(kInit, w);
-  });
+  // An atomic, not std::call_once: a child forked while another thread
+  // was inside a call_once would wait for it forever.
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  for (const std::string& w : environmentWarnings(environ)) COIL_WARN(kInit, w);
 }
 
 }  // namespace coil::env

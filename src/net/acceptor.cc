@@ -23,11 +23,12 @@ AuthenticatedAcceptor::AuthenticatedAcceptor(Socket& listener, const uint8_t* se
       handshakeMs_(handshakeMs) {}
 
 namespace {
-log::LimitedWarning& refusals() {
-  static auto* warning =
-      new log::LimitedWarning(log::kBoot, "refused connections", kRefusalBurst, kRefusalInterval);
-  return *warning;
-}
+// Built at load, not at first use: the rendezvous root's thread refuses
+// connections while the application may fork (core/log.cc says why that
+// rules out a function-local static).
+log::LimitedWarning* const gRefusals =
+    new log::LimitedWarning(log::kBoot, "refused connections", kRefusalBurst, kRefusalInterval);
+log::LimitedWarning& refusals() { return *gRefusals; }
 }  // namespace
 
 void logRefusedConnection(const SocketAddress& peer, const std::string& why,
