@@ -43,6 +43,8 @@ class WindowExecutor {
   WindowExecutor(Window& w, const ReduceCall& call, const transport::WaitWatch& watch,
                  WindowAlgorithm algorithm, bool streamStores = false, int lockstepSpinUs = 0)
       : w_(w),
+        rank_(w.rank()),
+        nranks_(w.nranks()),
         call_(call),
         watch_(watch),
         algorithm_(static_cast<uint32_t>(algorithm)),
@@ -59,7 +61,7 @@ class WindowExecutor {
 
   void put(int slot, size_t in, size_t at, size_t n, bool inlined) {
     if (inlined) w_.putInline(slot, in_ + in * esize_, n * esize_, nextStep());
-    else std::memcpy(w_.slot(w_.rank(), slot) + at * esize_, in_ + in * esize_, n * esize_);
+    else std::memcpy(w_.slot(rank_, slot) + at * esize_, in_ + in * esize_, n * esize_);
   }
 
   void post(uint32_t step, int slot) {
@@ -72,8 +74,8 @@ class WindowExecutor {
     WaitFailure why{};
     if (!w_.waitAll(step, watch_, &peer, &why, inlineElems * esize_)) failWait(peer, why, step);
     const int slot = static_cast<int>(step % Window::kSlots);
-    for (int q = 0; q < w_.nranks(); ++q) {
-      if (q == w_.rank()) continue;
+    for (int q = 0; q < nranks_; ++q) {
+      if (q == rank_) continue;
       const uint64_t tag = w_.stampTag(q, slot);
       if (tag != call_.tag)
         fail(coilInvalidUsage, (*call_.describe)(), ": mismatched collective with rank ", q, ": ",
@@ -96,30 +98,30 @@ class WindowExecutor {
       const size_t bytes = n * esize_;
       alignas(64) uint8_t local[4096];
       thread_local std::vector<uint8_t> large;
-      const size_t all = bytes * static_cast<size_t>(w_.nranks());
+      const size_t all = bytes * static_cast<size_t>(nranks_);
       uint8_t* inputs = local;
       if (all > sizeof local) inputs = (large.resize(all), large.data());
-      for (int q = 0; q < w_.nranks(); ++q) {
+      for (int q = 0; q < nranks_; ++q) {
         uint8_t* x = inputs + static_cast<size_t>(q) * bytes;
-        if (q == w_.rank()) std::memcpy(x, in_ + out * esize_, bytes);
+        if (q == rank_) std::memcpy(x, in_ + out * esize_, bytes);
         else w_.getInline(q, slot, x, bytes);
       }
       reduceInRankOrder(dst, n, [&](int q) { return inputs + static_cast<size_t>(q) * bytes; });
     } else {
       reduceInRankOrder(dst, n, [&](int q) -> const void* {
-        return q == w_.rank() && own == OwnTerm::kInput ? in_ + out * esize_
+        return q == rank_ && own == OwnTerm::kInput ? in_ + out * esize_
                                                         : w_.slot(q, slot) + at * esize_;
       });
     }
-    if (divide_) divide_(dst, dst, n, w_.nranks());
+    if (divide_) divide_(dst, dst, n, nranks_);
   }
 
   void reduceToSlot(int from, size_t at, int to, size_t n, size_t in) {
-    uint8_t* dst = w_.slot(w_.rank(), to) + at * esize_;
+    uint8_t* dst = w_.slot(rank_, to) + at * esize_;
     reduceInRankOrder(dst, n, [&](int q) -> const void* {
-      return q == w_.rank() ? in_ + in * esize_ : w_.slot(q, from) + at * esize_;
+      return q == rank_ ? in_ + in * esize_ : w_.slot(q, from) + at * esize_;
     });
-    if (divide_) divide_(dst, dst, n, w_.nranks());
+    if (divide_) divide_(dst, dst, n, nranks_);
   }
 
   void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {
@@ -139,7 +141,7 @@ class WindowExecutor {
   template <typename Source>
   void reduceInRankOrder(void* dst, size_t n, Source&& src) {
     reduce_(dst, src(0), src(1), n);
-    for (int q = 2; q < w_.nranks(); ++q) reduce_(dst, dst, src(q), n);
+    for (int q = 2; q < nranks_; ++q) reduce_(dst, dst, src(q), n);
   }
 
   [[noreturn]] void failWait(int peer, WaitFailure why, uint32_t step = 0) {
@@ -166,6 +168,10 @@ class WindowExecutor {
   }
 
   Window& w_;
+  // The window's, read once: its accessors are virtual calls, and the
+  // one-shot's loops ask for them per rank on a 0.2 µs path.
+  int rank_;
+  int nranks_;
   const ReduceCall& call_;
   const transport::WaitWatch& watch_;
   uint32_t algorithm_;

@@ -87,13 +87,19 @@ std::vector<device::DeviceRange> rangesOf(const CallBuffers& buffers, bool devic
   return ranges;
 }
 
-void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceRange>& ranges,
-                  coilStream_t stream, const char* what, CallWork work) {
-  if (!device) {
-    drainStaged(comm);
-    work(usable(comm), [](const void* p) { return const_cast<void*>(p); });
-    return;
-  }
+Communicator& readyForHostCall(coilComm* comm) {
+  drainStaged(comm);
+  return usable(comm);
+}
+
+namespace {
+const HostOf kSameBuffers = [](const void* p) { return const_cast<void*>(p); };
+}  // namespace
+
+const HostOf& hostBuffersAsTheyAre() { return kSameBuffers; }
+
+void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
+                     coilStream_t stream, const char* what, CallWork work) {
   std::string name = what;
   stagedStreamOf(comm).enqueue(
       ranges,

@@ -51,8 +51,23 @@ std::vector<device::DeviceRange> rangesOf(const CallBuffers& buffers, bool devic
 /// every pointer its own host copy.
 using HostOf = device::StagedStream::HostOf;
 using CallWork = std::function<void(Communicator& c, const HostOf& hostOf)>;
+/// The device half of runOrEnqueue.
+void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
+                     coilStream_t stream, const char* what, CallWork work);
+/// The communicator, once the device calls queued before a host call ran.
+Communicator& readyForHostCall(coilComm* comm);
+/// Maps every pointer to itself: a host call's buffers are their own copies.
+const HostOf& hostBuffersAsTheyAre();
+
+/// A template, so that a host call builds no CallWork: a work capturing its
+/// call outgrows std::function's inline storage, and the heap allocation
+/// showed in the profile of the 0.2 µs all-reduce.
+template <typename Work>
 void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceRange>& ranges,
-                  coilStream_t stream, const char* what, CallWork work);
+                  coilStream_t stream, const char* what, Work&& work) {
+  if (!device) return work(readyForHostCall(comm), hostBuffersAsTheyAre());
+  enqueueOnStream(comm, ranges, stream, what, CallWork(std::forward<Work>(work)));
+}
 
 /// Waits for the communicator's device calls still queued (before a host
 /// call, which must follow them).

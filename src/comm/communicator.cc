@@ -1,4 +1,5 @@
 #include "comm/communicator.h"
+#include "comm/cpu_share.h"
 
 #include "algorithms/failure_notice.h"
 
@@ -71,13 +72,6 @@ struct SliceRecord {
 
 // Ranks that outnumber the cores must not poll long before sleeping: the
 // rank they wait for may need the very core they poll on.
-int onlineCpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
 // Ids of communicators in this process, for link claims (0 is "unclaimed").
 std::atomic<uint64_t> nextCommunicatorId{1};
 
@@ -141,10 +135,15 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   algoOverride_ = tune::AlgorithmOverride(algoSpec);
   // How waiting ranks wait is learned per call (tune/spin_advisor.h), among
   // sleeping at once, polling with pause for up to COIL_SPIN_US (default 50;
-  // never when ranks outnumber the cores) and polling with sched_yield for
-  // up to COIL_YIELD_US (default 200). COIL_SPIN=always skips the learning
-  // and always polls with pause (a machine known to be quiet).
-  maxSpinUs_ = nranks <= onlineCpus() ? 50 : 0;
+  // never when the ranks of this host outnumber the CPUs they may run on,
+  // pooled: comm/cpu_share.h) and polling with sched_yield for up to
+  // COIL_YIELD_US (default 200). COIL_SPIN=always skips the learning and
+  // always polls with pause (a machine known to be quiet).
+  std::vector<RankCpus> rankCpus(static_cast<size_t>(nranks));
+  rankCpus[rank] = thisRankCpus();
+  bootstrap_->allGather(rankCpus.data(), sizeof(RankCpus));
+  const CpuShare cpus = cpuShare(rankCpus, rank);
+  maxSpinUs_ = cpus.oversubscribed() ? 0 : 50;
   if (auto us = env::getInt("COIL_SPIN_US", 0, 1000000)) maxSpinUs_ = static_cast<int>(*us);
   const int yieldUs = static_cast<int>(env::getInt("COIL_YIELD_US", 0, 1000000).value_or(200));
   const std::string spinMode = env::get("COIL_SPIN").value_or("adaptive");
@@ -177,7 +176,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   if (callerIoBytes != 0 && callerIoBytes != SIZE_MAX) topology.fifoSlotBytes = callerIoBytes;
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
-  topology.cores = onlineCpus();
+  topology.cores = cpus.cpusHere;
   std::vector<int> ranksOnHost;
   for (int h : hostOfRank_) {
     if (h >= static_cast<int>(ranksOnHost.size())) ranksOnHost.resize(h + 1, 0);

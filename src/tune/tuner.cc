@@ -114,11 +114,13 @@ Model::Model(const Topology& topology) : topo_(topology) {
   p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
   origin_ = "built-in defaults";
   if (auto path = env::get("COIL_TUNE_FILE"); path && !path->empty()) applyTuneFile(*path);
-  // Oversubscription scales whatever the parameters describe (one rank per core).
-  if (topo_.cores > 0 && topo_.nranks > topo_.cores) {
-    const double share = static_cast<double>(topo_.nranks) / topo_.cores;
+  // Oversubscription scales whatever the parameters describe (one rank per
+  // core): the ranks of the fullest host against the CPUs of a host.
+  const int ranksPerHost = topo_.hosts > 1 ? topo_.largestHost : topo_.nranks;
+  if (topo_.cores > 0 && ranksPerHost > topo_.cores) {
+    const double share = static_cast<double>(ranksPerHost) / topo_.cores;
     for (Cost* c : {&p_.ring, &p_.tree, &p_.fifoOneShot, &p_.windowOneShot, &p_.slice, &p_.local}) {
-      c->alphaUs += c == &p_.windowOneShot || c == &p_.slice ? kWindowSwitchUsPerRank * topo_.nranks
+      c->alphaUs += c == &p_.windowOneShot || c == &p_.slice ? kWindowSwitchUsPerRank * ranksPerHost
                                                              : kFifoWakeUs;
       c->betaUsPerB *= share;
       c->gammaUsPerB *= share;

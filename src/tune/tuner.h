@@ -53,7 +53,8 @@ struct Topology {
   size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
-  int cores = 0;                  // CPUs this process may run on; 0 = unknown
+  int cores = 0;                  // CPUs the ranks of a host may run on, pooled
+                                  // (comm/cpu_share.h); 0 = unknown
   int hosts = 1;                  // hosts the ranks are on
   int smallestHost = 1;           // ranks on the host with the fewest
   int largestHost = 1;            // ranks on the host with the most

@@ -120,8 +120,14 @@ class ShmWindow final : public Window {
   void putInline(int index, const void* data, size_t bytes, uint32_t step) override {
     SlotMail& m = control(rank_)->mail[index];
     const auto* src = static_cast<const uint8_t*>(data);
-    if (bytes <= kHeadBytes) return void(std::memcpy(m.head.data, src, bytes));
-    std::memcpy(m.head.data, src, kHeadBytes);
+    HeadImage& head = pending_[index];
+    if (bytes <= kHeadBytes) {
+      std::memcpy(head.data, src, bytes);
+      head.bytes = bytes;
+      return;
+    }
+    std::memcpy(head.data, src, kHeadBytes);
+    head.bytes = kHeadBytes;
     size_t done = kHeadBytes;
     InlineLine* line = m.more;
     for (; bytes - done >= kLineBytes; done += kLineBytes, ++line) {
@@ -146,9 +152,8 @@ class ShmWindow final : public Window {
   }
 
   void stamp(int index, uint64_t tag, uint32_t algorithm) override {
-    HeadLine& h = control(rank_)->mail[index].head;
-    h.tag = tag;
-    h.algorithm = algorithm;
+    pending_[index].tag = tag;
+    pending_[index].algorithm = algorithm;
   }
   uint64_t stampTag(int owner, int index) const override {
     return control(owner)->mail[index].head.tag;
@@ -170,6 +175,16 @@ class ShmWindow final : public Window {
 
   void post(uint32_t step) override {
     posted_ = step;
+    // The head line's stamp and inline bytes, then its step, in one burst:
+    // a peer already polling this line takes it back between any two
+    // stores that reach it apart, and each store after that pays another
+    // transfer of the line.
+    HeadImage& image = pending_[step % kSlots];
+    HeadLine& head = control(rank_)->mail[step % kSlots].head;
+    head.tag = image.tag;
+    head.algorithm = image.algorithm;
+    if (image.bytes != 0) std::memcpy(head.data, image.data, kHeadBytes);
+    image.bytes = 0;
     // seq_cst store, then seq_cst loads in allPosted: of two ranks posting
     // at once, at least one sees the other, so the last one wakes sleepers.
     control(rank_)->mail[step % kSlots].head.step.store(step, std::memory_order_seq_cst);
@@ -315,6 +330,14 @@ class ShmWindow final : public Window {
   bool yield_ = false;
   WindowControl* hub_;  // rank 0's control page: the sleepers' futex word
   uint32_t posted_ = 0;
+  // What post() writes into each slot's head line before its step.
+  struct HeadImage {
+    uint64_t tag = 0;
+    uint32_t algorithm = 0;
+    size_t bytes = 0;  // inline bytes waiting (0: none)
+    alignas(16) uint8_t data[kHeadBytes] = {};
+  };
+  HeadImage pending_[kSlots];
 };
 
 std::string windowSegmentName(const std::string& commLabel, int rank) {
