@@ -92,7 +92,8 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
     }
   }
   WaitPlan p = planOf(c.best);
-  p.measure = c.samples[c.best] < kFirstSamples || (c.calls & (kMeasureEvery - 1)) == 0;
+  p.measure = c.samples[c.best] < kFirstSamples || c.confirming > 0 ||
+              (c.calls & (kMeasureEvery - 1)) == 0;
   return p;
 }
 
@@ -104,10 +105,21 @@ void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds
   // own first calls makes single calls of 70-150 µs whatever the way: they
   // must not decide), then an exponential average of the last ~8 samples:
   // recent load counts most.
+  // An outlier counts as kOutlierFactor times the average, and has the
+  // next calls timed: a stall that lasts shows in them.
   double& avg = c.averageUs[arm];
-  if (c.samples[arm] == 0) avg = microseconds;
-  else if (c.samples[arm] < kFirstSamples) avg = std::min(avg, microseconds);
-  else avg += (microseconds - avg) / 8.0;
+  if (c.samples[arm] == 0) {
+    avg = microseconds;
+  } else if (c.samples[arm] < kFirstSamples) {
+    avg = std::min(avg, microseconds);
+  } else {
+    if (c.confirming > 0) --c.confirming;
+    if (microseconds > kOutlierFactor * avg) {
+      microseconds = kOutlierFactor * avg;
+      c.confirming = kConfirmCalls;
+    }
+    avg += (microseconds - avg) / 8.0;
+  }
   ++c.samples[arm];
   choose(c);
 }

@@ -70,6 +70,14 @@ class SpinAdvisor {
   /// then the untried ways are tried at once (a busy machine, where a peer
   /// off its core turns each pausing wait into a sleep of ~140 µs).
   static constexpr double kSlowUs = 20.0;
+  /// A sample over this many times its way's average counts as this many
+  /// times it: one call the machine stalled (a preempted vCPU, 150 µs)
+  /// moved a 0.2 µs average to 19 and handed the size class to yielding
+  /// for hundreds of calls. The following kConfirmCalls calls are all
+  /// timed, so a stall that lasts still moves the average within a few
+  /// calls (by up to this factor each).
+  static constexpr double kOutlierFactor = 4.0;
+  static constexpr uint32_t kConfirmCalls = 8;
   static_assert((kExploreEvery & (kExploreEvery - 1)) == 0 &&
                 (kExploreRarely & (kExploreRarely - 1)) == 0 &&
                 (kMeasureEvery & (kMeasureEvery - 1)) == 0, "powers of two (masks)");
@@ -83,6 +91,7 @@ class SpinAdvisor {
     uint32_t explored = 0;
     int best = -1;                     // -1 until the first call (then preferred())
     uint32_t interval = kExploreEvery;  // a power of two
+    uint32_t confirming = 0;            // calls still timed after an outlier
   };
   static size_t classOf(size_t bytes);
   int preferred() const;
