@@ -1,5 +1,6 @@
 #include "api/handle_registry.h"
 
+#include <atomic>
 #include <deque>
 #include <shared_mutex>
 #include <unordered_map>
@@ -32,6 +33,18 @@ Registry& registry() {
   return *r;
 }
 
+// Bumped by every retire(). A thread remembers the handle it last found
+// live and the count at that time: while the count is unchanged, no handle
+// has been retired since, so that one is still live and enter() need not
+// ask the registry (its lock and lookup were a tenth of an 8-byte
+// all-reduce's 0.2 µs).
+std::atomic<uint64_t> gRetirements{0};
+struct LastLive {
+  const coilComm* comm = nullptr;
+  uint64_t retirements = 0;
+};
+thread_local LastLive tLastLive;
+
 [[noreturn]] void rejectStale(const coilComm* comm, bool known) {
   if (known)
     fail(coilInvalidArgument, "communicator ", static_cast<const void*>(comm),
@@ -50,12 +63,24 @@ void registerHandle(coilComm* comm) {
 
 void enter(coilComm* comm) {
   if (comm == nullptr) fail(coilInvalidArgument, "comm is NULL");
+  const LastLive last = tLastLive;
+  if (comm == last.comm && gRetirements.load() == last.retirements) {
+    // Counted, then the count of retirements read again (both sequentially
+    // consistent, as retire()'s bump and the destroyer's wait for
+    // inflight == 0): either this call's count is seen by that wait, or
+    // the bump is seen here and the call asks the registry.
+    comm->inflight.fetch_add(1);
+    if (gRetirements.load() == last.retirements) return;
+    comm->inflight.fetch_sub(1);
+  }
   Registry& r = registry();
   std::shared_lock lock(r.mutex);
   auto it = r.handles.find(comm);
   if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
   // Counted under the lock: once retire() has run, no call gets in.
   comm->inflight.fetch_add(1);
+  // retire() takes the lock exclusively: no retirement is under way.
+  tLastLive = {comm, gRetirements.load()};
 }
 
 void leave(coilComm* comm) noexcept { comm->inflight.fetch_sub(1); }
@@ -66,6 +91,7 @@ void retire(coilComm* comm) {
   auto it = r.handles.find(comm);
   if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
   it->second = Life::Retired;
+  gRetirements.fetch_add(1);
 }
 
 void bury(coilComm* comm) noexcept {

@@ -124,6 +124,29 @@ TEST(StaleHandle, EveryCallAfterAbortIsRejected) {
   expectEveryCallRejects(comm);
 }
 
+// enter() remembers the handle a thread last found live: a call just
+// before the destroy, on this thread or another, must not let a later one in.
+TEST(StaleHandle, AHandleUsedJustBeforeDestroyIsRejectedAfter) {
+  coilComm_t comm = soloComm();
+  ASSERT_NE(comm, nullptr);
+  float x = 1, y = 0;
+  ASSERT_EQ(coilAllReduce(&x, &y, 1, coilFloat, coilSum, comm, nullptr), coilSuccess);
+  ASSERT_EQ(coilCommDestroy(comm), coilSuccess);
+  expectEveryCallRejects(comm);
+}
+
+TEST(StaleHandle, AHandleThisThreadUsedIsRejectedAfterAnotherThreadDestroysIt) {
+  coilComm_t comm = soloComm();
+  ASSERT_NE(comm, nullptr);
+  float x = 1, y = 0;
+  ASSERT_EQ(coilAllReduce(&x, &y, 1, coilFloat, coilSum, comm, nullptr), coilSuccess);
+  coilResult_t destroyed = coilInternalError;
+  std::thread([&] { destroyed = coilCommDestroy(comm); }).join();
+  ASSERT_EQ(destroyed, coilSuccess);
+  EXPECT_EQ(coilAllReduce(&x, &y, 1, coilFloat, coilSum, comm, nullptr), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(nullptr, "destroyed")) << coilGetLastError(nullptr);
+}
+
 TEST(StaleHandle, DoubleDestroyIsAnErrorNotACrash) {
   coilComm_t comm = soloComm();
   ASSERT_EQ(coilCommDestroy(comm), coilSuccess);
