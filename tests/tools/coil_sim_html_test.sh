@@ -2,8 +2,9 @@
 # coil-sim's pictures, checked in a real browser: the --html page is stepped
 # in headless Chromium (its "#press=next,next" fragment clicks the buttons)
 # and the DOM it shows must hold what coil-sim's text mode prints for the
-# same state; the --svg diagram must be well-formed XML with one arrow per
-# message; a screenshot of the stepped page must be a real PNG.
+# same state (a ring all-reduce, then the one-shot across hosts); the --svg
+# diagram must be well-formed XML with one arrow per message; a screenshot
+# of the stepped page must be a real PNG.
 #
 # Usage: coil_sim_html_test.sh path/to/coil-sim
 # Environment: CHROMIUM names the browser (default: chromium or
