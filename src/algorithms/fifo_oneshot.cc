@@ -1,3 +1,7 @@
+// The FIFO one-shot program (fifo_oneshot_program.h) on real data: two
+// executors give its vocabulary a meaning, one over each peer's
+// caller-driven path (transport::CallerIo), one over the transport FIFOs.
+// All their waiting is in waitAll(); the reduction is shared.
 #include "algorithms/fifo_oneshot.h"
 
 #include <sched.h>
@@ -5,7 +9,9 @@
 #include <cstring>
 
 #include "algorithms/failure_notice.h"
+#include "algorithms/fifo_oneshot_program.h"
 #include "algorithms/fingerprint.h"
+#include "core/cpu_pause.h"
 #include "core/error.h"
 #include "core/rank_list.h"
 #include "reduce/reduce.h"
@@ -43,25 +49,6 @@ using transport::WaitFailure;
        " may be stuck, slower, or in a different call");
 }
 
-// Reduces the n inputs in rank order into call.output and finishes coilAvg.
-// In place, our input is overwritten by the first kernel call: keep a copy
-// when a later call still needs it (rank >= 2).
-void reduceAll(const ReduceCall& call, int rank, std::vector<const void*>& inputs) {
-  const int n = static_cast<int>(inputs.size());
-  const size_t bytes = call.count * reduce::typeSize(call.type);
-  thread_local std::vector<uint8_t> saved;
-  inputs[rank] = call.input;
-  if (call.input == call.output && rank >= 2) {
-    saved.assign(static_cast<const uint8_t*>(call.input),
-                 static_cast<const uint8_t*>(call.input) + bytes);
-    inputs[rank] = saved.data();
-  }
-  const reduce::ReduceFn fn = reduce::kernel(call.type, call.op);
-  fn(call.output, inputs[0], inputs[1], call.count);
-  for (int q = 2; q < n; ++q) fn(call.output, call.output, inputs[q], call.count);
-  if (call.op == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
-}
-
 void checkArrival(const ReduceCall& call, int peer, uint64_t tag, size_t got, size_t bytes) {
   if (tag != call.tag)
     fail(coilInvalidUsage, (*call.describe)(), ": mismatched collective with rank ", peer, ": ",
@@ -71,69 +58,214 @@ void checkArrival(const ReduceCall& call, int peer, uint64_t tag, size_t got, si
          bytes, " were expected: the ranks passed different counts");
 }
 
-// The express path: every peer's CallerIo, driven by this thread alone. It
-// polls for spinUs, then sleeps in the transport's readiness wait in slices,
-// checking the abort flag and the deadline between them.
-void oneShotOverCallerIo(const std::vector<transport::Connection*>& peers, int rank,
-                         const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
-                         bool yield, const std::vector<transport::CallerIo*>& io) {
-  const int n = static_cast<int>(peers.size());
-  const size_t bytes = call.count * reduce::typeSize(call.type);
-  thread_local std::vector<uint8_t> arrived;
-  arrived.resize(bytes * static_cast<size_t>(n));
-  std::vector<transport::CallerIo*> group;
-  for (int k = 1; k < n; ++k) {
-    transport::CallerIo* p = io[(rank + k) % n];
-    const int q = (rank + k) % n;
-    p->beginRecv(arrived.data() + static_cast<size_t>(q) * bytes, bytes, call.tag);
-    p->beginSend(call.input, bytes, call.tag);
-    group.push_back(p);
+// What one rank's one-shot keeps between its steps. Thread-local and reused
+// call after call, so that a warm call allocates nothing.
+struct OneShotState {
+  static constexpr uint8_t kSending = 1, kReceiving = 2;
+  std::vector<uint8_t> role;        // per rank: kSending | kReceiving, as started
+  std::vector<int> started;         // the peers with a transfer started, in program order
+  std::vector<const void*> blocks;  // block q: rank q's input, once arrived
+  std::vector<uint8_t> arrived;     // caller-driven receives land here, block q at q·S
+  std::vector<uint8_t> saved;       // our input, when reducing in place overwrites it
+  std::vector<transport::CallerIo*> io;     // per rank: its caller-driven path, if every peer has one
+  std::vector<transport::CallerIo*> group;  // the started peers' paths, for awaitAny
+
+  void reset(int n) {
+    role.assign(static_cast<size_t>(n), 0);
+    blocks.assign(static_cast<size_t>(n), nullptr);
+    started.clear();
+    group.clear();
   }
-  const auto spinUntil = Clock::now() + std::chrono::microseconds(spinUs);
-  for (;;) {
-    bool moved = false, done = true;
+  // Records that a transfer with q started; true for q's first.
+  bool start(int q, uint8_t what) {
+    const bool first = role[q] == 0;
+    role[q] |= what;
+    if (first) started.push_back(q);
+    return first;
+  }
+};
+
+OneShotState& oneShotState() {
+  thread_local OneShotState state;
+  return state;
+}
+
+// reduceBlocks() of both executors: output ← fin(x0 ⊕ … ⊕ x(n-1)) with
+// xq = blocks[q] and this rank's term from call.input. In place, our input
+// is overwritten by the first kernel call: keep a copy when a later call
+// still needs it (rank >= 2).
+void reduceInRankOrder(const ReduceCall& call, int rank, OneShotState& st) {
+  std::vector<const void*>& x = st.blocks;
+  const int n = static_cast<int>(x.size());
+  const size_t bytes = call.count * reduce::typeSize(call.type);
+  x[rank] = call.input;
+  if (n == 1) {  // nothing to reduce, and dividing by one changes nothing
+    if (call.output != call.input) std::memcpy(call.output, call.input, bytes);
+    return;
+  }
+  if (call.input == call.output && rank >= 2) {
+    st.saved.assign(static_cast<const uint8_t*>(call.input),
+                    static_cast<const uint8_t*>(call.input) + bytes);
+    x[rank] = st.saved.data();
+  }
+  const reduce::ReduceFn fn = reduce::kernel(call.type, call.op);
+  fn(call.output, x[0], x[1], call.count);
+  for (int q = 2; q < n; ++q) fn(call.output, call.output, x[q], call.count);
+  if (call.op == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
+}
+
+// Over every peer's CallerIo, driven by this thread alone. waitAll polls for
+// spinUs, then sleeps in the transport's readiness wait in slices, checking
+// the abort flag and the deadline between them.
+class CallerIoExecutor {
+ public:
+  CallerIoExecutor(const std::vector<transport::Connection*>& peers, int rank,
+                   const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
+                   bool yield, const std::vector<transport::CallerIo*>& io, OneShotState& st)
+      : peers_(peers), rank_(rank), call_(call), watch_(watch), spinUs_(spinUs), yield_(yield),
+        io_(io), st_(st), bytes_(call.count * reduce::typeSize(call.type)) {
+    st_.arrived.resize(bytes_ * peers.size());
+  }
+
+  void recvBlock(int q) {
+    io_[q]->beginRecv(st_.arrived.data() + static_cast<size_t>(q) * bytes_, bytes_, call_.tag);
+    if (st_.start(q, OneShotState::kReceiving)) st_.group.push_back(io_[q]);
+  }
+  void send(int q) {
+    io_[q]->beginSend(call_.input, bytes_, call_.tag);
+    if (st_.start(q, OneShotState::kSending)) st_.group.push_back(io_[q]);
+  }
+
+  void waitAll() {
+    const auto spinUntil = Clock::now() + std::chrono::microseconds(spinUs_);
+    for (;;) {
+      bool moved = false, done = true;
+      for (int q : st_.started) {
+        moved |= io_[q]->advance();
+        if (!io_[q]->failure().empty())
+          fail(coilRemoteError, (*call_.describe)(), ": ", io_[q]->failure());
+        done = done && complete(q);
+      }
+      if (done) break;
+      if (moved) continue;
+      if (watch_.abortFlag && watch_.abortFlag->load(std::memory_order_relaxed))
+        fail(coilRemoteError, (*call_.describe)(), ": communicator aborted");
+      if (watch_.deadline.expired()) {
+        std::vector<int> missing;
+        for (int q = 0; q < static_cast<int>(io_.size()); ++q)
+          if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
+        if (!missing.empty()) failTimeout(call_, watch_, missing, peers_[missing[0]]->traits().name);
+      }
+      if (Clock::now() < spinUntil) {
+        if (yield_) sched_yield();
+        else cpuPause();
+        continue;
+      }
+      watch_.checkStall();
+      const int ms = watch_.deadline.remainingMs();
+      st_.group.front()->awaitAny(st_.group, ms < kWaitSliceMs ? (ms > 0 ? ms : 1) : kWaitSliceMs);
+    }
+    for (int q = 0; q < static_cast<int>(io_.size()); ++q) {
+      if (!(st_.role[q] & OneShotState::kReceiving)) continue;
+      size_t got = 0;
+      uint64_t tag = 0;
+      io_[q]->recvComplete(&got, &tag);
+      checkArrival(call_, q, tag, got, bytes_);
+      st_.blocks[q] = st_.arrived.data() + static_cast<size_t>(q) * bytes_;
+    }
+  }
+
+  void reduceBlocks() { reduceInRankOrder(call_, rank_, st_); }
+  void done() {}
+
+ private:
+  // Every transfer started with rank q is over.
+  bool complete(int q) const {
     size_t got;
     uint64_t tag;
-    for (int k = 1; k < n; ++k) {
-      const int q = (rank + k) % n;
-      moved |= io[q]->advance();
-      if (!io[q]->failure().empty())
-        fail(coilRemoteError, (*call.describe)(), ": ", io[q]->failure());
-      done = done && io[q]->sendComplete() && io[q]->recvComplete(&got, &tag);
-    }
-    if (done) break;
-    if (moved) continue;
-    if (watch.abortFlag && watch.abortFlag->load(std::memory_order_relaxed))
-      fail(coilRemoteError, (*call.describe)(), ": communicator aborted");
-    if (watch.deadline.expired()) {
-      std::vector<int> missing;
-      for (int q = 0; q < n; ++q)
-        if (q != rank && (!io[q]->sendComplete() || !io[q]->recvComplete(&got, &tag)))
-          missing.push_back(q);
-      if (!missing.empty()) failTimeout(call, watch, missing, peers[missing[0]]->traits().name);
-    }
-    if (Clock::now() < spinUntil) {
-      if (yield) sched_yield();
-#if defined(__x86_64__)
-      else __builtin_ia32_pause();
-#endif
-      continue;
-    }
-    watch.checkStall();
-    const int ms = watch.deadline.remainingMs();
-    group.front()->awaitAny(group, ms < kWaitSliceMs ? (ms > 0 ? ms : 1) : kWaitSliceMs);
+    return (!(st_.role[q] & OneShotState::kSending) || io_[q]->sendComplete()) &&
+           (!(st_.role[q] & OneShotState::kReceiving) || io_[q]->recvComplete(&got, &tag));
   }
-  std::vector<const void*> inputs(static_cast<size_t>(n));
-  for (int q = 0; q < n; ++q) {
-    if (q == rank) continue;
-    size_t got = 0;
-    uint64_t tag = 0;
-    io[q]->recvComplete(&got, &tag);
-    checkArrival(call, q, tag, got, bytes);
-    inputs[q] = arrived.data() + static_cast<size_t>(q) * bytes;
+
+  const std::vector<transport::Connection*>& peers_;
+  const int rank_;
+  const ReduceCall& call_;
+  const transport::WaitWatch& watch_;
+  const int spinUs_;
+  const bool yield_;
+  const std::vector<transport::CallerIo*>& io_;
+  OneShotState& st_;
+  const size_t bytes_;
+};
+
+// Over the transport FIFOs: one slot per peer each way. A peer's input is
+// read in its slot, which done() frees after the reduction.
+class FifoSlotExecutor {
+ public:
+  FifoSlotExecutor(const std::vector<transport::Connection*>& peers, int rank,
+                   const ReduceCall& call, const transport::WaitWatch& watch, OneShotState& st)
+      : peers_(peers), rank_(rank), call_(call), watch_(watch), st_(st),
+        bytes_(call.count * reduce::typeSize(call.type)) {}
+
+  void send(int q) {
+    transport::Connection& c = *peers_[q];
+    WaitFailure why{};
+    void* slot = c.sendFifo().acquire(watch_, &why);
+    if (slot == nullptr) failWait(call_, watch_, c, why, "for buffer space at");
+    if (bytes_ > c.sendFifo().slotBytes())
+      fail(coilInternalError, "one-shot all-reduce of ", bytes_, " bytes exceeds the ",
+           c.sendFifo().slotBytes(), "-byte slot to rank ", c.peer());
+    std::memcpy(slot, call_.input, bytes_);
+    c.sendFifo().publish(static_cast<uint32_t>(bytes_), call_.tag);
+    c.kick();
+    st_.start(q, OneShotState::kSending);
   }
-  reduceAll(call, rank, inputs);
-}
+  // The slot is looked at in waitAll; until then q is only awaited.
+  void recvBlock(int q) { st_.start(q, OneShotState::kReceiving); }
+
+  // Peers in rank order, each until its slot holds this call's input.
+  void waitAll() {
+    const int n = static_cast<int>(peers_.size());
+    auto awaited = [&](int q) { return (st_.role[q] & OneShotState::kReceiving) != 0; };
+    for (int q = 0; q < n; ++q) {
+      if (!awaited(q)) continue;
+      transport::Connection& c = *peers_[q];
+      transport::RecvSlot slot;
+      WaitFailure why{};
+      if (!c.recvFifo().peek(&slot, watch_, &why)) {
+        if (why == WaitFailure::Timeout) {  // q, and every later peer with nothing in its FIFO
+          std::vector<int> missing{q};
+          transport::RecvSlot later;
+          for (int p = q + 1; p < n; ++p)
+            if (awaited(p) && !peers_[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
+          failTimeout(call_, watch_, missing, c.traits().name);
+        }
+        failWait(call_, watch_, c, why, "for data from");
+      }
+      if (slot.tag != call_.tag) failForeignSlot((*call_.describe)(), q, slot, call_.tag);
+      checkArrival(call_, q, slot.tag, slot.bytes, bytes_);
+      st_.blocks[q] = slot.data;
+    }
+  }
+
+  void reduceBlocks() { reduceInRankOrder(call_, rank_, st_); }
+
+  void done() {
+    for (int q = 0; q < static_cast<int>(peers_.size()); ++q) {
+      if (!(st_.role[q] & OneShotState::kReceiving)) continue;
+      peers_[q]->recvFifo().release();
+      peers_[q]->kick();
+    }
+  }
+
+ private:
+  const std::vector<transport::Connection*>& peers_;
+  const int rank_;
+  const ReduceCall& call_;
+  const transport::WaitWatch& watch_;
+  OneShotState& st_;
+  const size_t bytes_;
+};
 
 }  // namespace
 
@@ -142,60 +274,25 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
                           bool yield) {
   const int n = static_cast<int>(peers.size());
   const size_t bytes = call.count * reduce::typeSize(call.type);
+  const FifoOneShotShape shape{rank, n, call.count};
+  OneShotState& st = oneShotState();
+  st.reset(n);
 
   // Every peer reachable over a caller-driven path: use those.
-  std::vector<transport::CallerIo*> io(static_cast<size_t>(n), nullptr);
+  std::vector<transport::CallerIo*>& io = st.io;
+  io.assign(static_cast<size_t>(n), nullptr);
   bool express = true;
   for (int q = 0; q < n && express; ++q) {
     if (q == rank) continue;
     io[q] = peers[q]->callerIo();
     express = io[q] != nullptr && io[q]->callerIoMaxBytes() >= bytes;
   }
-  if (express) return oneShotOverCallerIo(peers, rank, call, watch, spinUs, yield, io);
-
-  // 1. Our input to every peer, starting with our right neighbour so that
-  //    not every rank queues on rank 0 first.
-  for (int k = 1; k < n; ++k) {
-    transport::Connection& c = *peers[(rank + k) % n];
-    WaitFailure why{};
-    void* slot = c.sendFifo().acquire(watch, &why);
-    if (slot == nullptr) failWait(call, watch, c, why, "for buffer space at");
-    if (bytes > c.sendFifo().slotBytes())
-      fail(coilInternalError, "one-shot all-reduce of ", bytes, " bytes exceeds the ",
-           c.sendFifo().slotBytes(), "-byte slot to rank ", c.peer());
-    std::memcpy(slot, call.input, bytes);
-    c.sendFifo().publish(static_cast<uint32_t>(bytes), call.tag);
-    c.kick();
-  }
-
-  // 2. Every peer's input, held in its slot until the reduction is done.
-  std::vector<const void*> inputs(static_cast<size_t>(n));
-  for (int q = 0; q < n; ++q) {
-    if (q == rank) continue;
-    transport::Connection& c = *peers[q];
-    transport::RecvSlot slot;
-    WaitFailure why{};
-    if (!c.recvFifo().peek(&slot, watch, &why)) {
-      if (why == WaitFailure::Timeout) {  // q, and every later peer with nothing in its FIFO
-        std::vector<int> missing{q};
-        transport::RecvSlot later;
-        for (int p = q + 1; p < n; ++p)
-          if (p != rank && !peers[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
-        failTimeout(call, watch, missing, c.traits().name);
-      }
-      failWait(call, watch, c, why, "for data from");
-    }
-    if (slot.tag != call.tag) failForeignSlot((*call.describe)(), q, slot, call.tag);
-    checkArrival(call, q, slot.tag, slot.bytes, bytes);
-    inputs[q] = slot.data;
-  }
-
-  // 3. Reduce in rank order, then free the slots.
-  reduceAll(call, rank, inputs);
-  for (int q = 0; q < n; ++q) {
-    if (q == rank) continue;
-    peers[q]->recvFifo().release();
-    peers[q]->kick();
+  if (express) {
+    CallerIoExecutor x(peers, rank, call, watch, spinUs, yield, io, st);
+    fifoOneShotProgram(x, shape);
+  } else {
+    FifoSlotExecutor x(peers, rank, call, watch, st);
+    fifoOneShotProgram(x, shape);
   }
 }
 

@@ -3,9 +3,9 @@
 //
 // Every rank sends its whole input to every other rank (one slot each),
 // then reduces the n inputs in rank order, x0 ⊕ x1 ⊕ ... ⊕ x(n-1), and
-// finishes coilAvg once. Every rank computes the same bits. One message
-// latency instead of the ring's 2(n-1), at the price of (n-1)·S bytes sent
-// per rank: the latency choice when S is small.
+// finishes coilAvg once. Every rank computes the same bits. The algorithm
+// is fifoOneShotProgram (fifo_oneshot_program.h, with its cost); this runs
+// it on real data.
 //
 // When every peer's connection offers a caller-driven path large enough
 // (transport::CallerIo: tcp's express socket), the messages travel there,

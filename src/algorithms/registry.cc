@@ -16,9 +16,12 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
       {K::AllReduce, "hier", "hierarchicalAllReduce", hierarchicalAllReduce, kInPlace, kOne, kOne,
        false, "a chain inside each host, one ring per rail across hosts, a chain back"},
       {K::AllReduce, "oneshot", "windowOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
-       "one host: every rank puts its input in its window slot, then reduces all n slots "
-       "(without a window: the one-shot over FIFOs, not a program yet)",
-       windowOneShotProgram<WindowTrace>},
+       "one host: every rank puts its input in its window slot, then reduces all n slots",
+       windowOneShotProgram<WindowTrace>,
+       {"fifoOneShotProgram",
+        "across hosts: every rank sends its input to every other rank, then reduces all n "
+        "inputs in rank order",
+        fifoOneShotProgram<FifoOneShotTrace>}},
       {K::AllReduce, "slice", "windowSliceProgram", nullptr, kSeparate, kOne, kOne, false,
        "one host: rank r reduces slice r of every piece from all n slots and publishes it; "
        "every rank copies the others' slices out",

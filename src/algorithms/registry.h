@@ -10,16 +10,21 @@
 // Adding an algorithm: one file with its program (collectives.h) and one
 // line in registry.cc. The names are COIL_ALGO's (src/tune/tuner.h).
 //
-// Two kinds of program: per-rank programs over Primitives (FIFO links,
-// run by FifoExecutor), and the all-reduces over the shared-memory window
+// Three kinds of program: per-rank programs over Primitives (FIFO links,
+// run by FifoExecutor); the all-reduces over the shared-memory window
 // (window_programs.h: run by WindowExecutor in window_allreduce.cc, traced
-// by WindowTrace). The one-shot over FIFOs (fifo_oneshot.cc), which the
-// tuner runs as "oneshot" where there is no window, is neither yet.
+// by WindowTrace); and the one-shot over FIFOs (fifo_oneshot_program.h: run
+// in fifo_oneshot.cc, traced by FifoOneShotTrace). "oneshot" names both
+// one-shots, as it does for COIL_ALGO and the tuner: its entry holds the
+// window program and, as its form without a window, the FIFO program; the
+// driver runs the first where the ranks share a window (one host), the
+// second where they do not (across hosts, or COIL_SHM_WINDOW=0).
 #pragma once
 
 #include <string_view>
 #include <vector>
 
+#include "algorithms/fifo_oneshot_trace.h"
 #include "algorithms/fingerprint.h"
 #include "algorithms/primitives.h"
 #include "algorithms/window_trace.h"
@@ -46,6 +51,14 @@ enum class Layout {
 /// How many blocks of `count` elements a rank's buffers span.
 enum class Blocks { kOne, kPerRank };
 
+/// A window program's form over FIFOs: what runs instead where the ranks
+/// share no window. Same name, collective and buffers as its entry.
+struct FifoForm {
+  const char* function = nullptr;  // the program's C++ name
+  const char* summary = nullptr;   // one line: what each rank does
+  FifoOneShotTraceProgram program = nullptr;
+};
+
 struct AlgorithmProgram {
   CollKind collective;
   const char* name;      // as COIL_ALGO spells it: "ring", "tree", "chain", ...
@@ -58,7 +71,11 @@ struct AlgorithmProgram {
   const char* summary;   // one line: what each rank does
   /// A window program (all-reduce on one host) instead of `program`.
   WindowTraceProgram windowProgram = nullptr;
+  /// The window program's form without a window (across hosts); none when
+  /// program is null (then the algorithm needs a window: slice).
+  FifoForm withoutWindow{};
   bool onWindow() const { return windowProgram != nullptr; }
+  bool hasFifoForm() const { return withoutWindow.program != nullptr; }
 };
 
 /// Every registered program, collective by collective.

@@ -15,6 +15,9 @@ const char* primitiveName(PrimitiveKind kind) {
     case PrimitiveKind::RecvReduce: return "recvReduce";
     case PrimitiveKind::Copy: return "copy";
     case PrimitiveKind::SendRecv: return "sendRecv";
+    case PrimitiveKind::RecvBlock: return "recvBlock";
+    case PrimitiveKind::WaitAll: return "waitAll";
+    case PrimitiveKind::ReduceBlocks: return "reduceBlocks";
     case PrimitiveKind::Put: return "put";
     case PrimitiveKind::Post: return "post";
     case PrimitiveKind::Wait: return "wait";
@@ -64,6 +67,7 @@ std::string describeWindow(const TraceStep& s) {
 
 std::string describe(const TraceStep& s, int rank) {
   if (isWindowKind(s.kind)) return describeWindow(s);
+  if (s.kind == PrimitiveKind::WaitAll) return primitiveName(s.kind);  // no span of its own
   std::ostringstream os;
   os << primitiveName(s.kind) << ' ';
   if (s.from >= 0) os << s.from << "->";

@@ -20,6 +20,12 @@ enum class PrimitiveKind {
   RecvReduce,
   Copy,
   SendRecv,
+  // The FIFO one-shot's vocabulary (fifo_oneshot_program.h), with Send
+  // (which starts sending the whole input [offset,+count) to `to`).
+  RecvBlock,     // start receiving rank `from`'s input [offset,+count) into block `from`
+  WaitAll,       // until every started send has left and every started receive arrived
+  ReduceBlocks,  // output [offset,+count) ← ⊕ of blocks 0 … n-1 in rank order,
+                 // this rank's own term from its input
   // The window programs' vocabulary (window_programs.h, window_trace.h).
   Put,             // my slot `slot` [offset,+count) ← input [inOffset, …)
   Post,            // publish `step` (my slot `slot` stamped)
@@ -54,6 +60,11 @@ struct TraceStep {
 
 /// True for the window kinds (Put … CopyOut).
 inline bool isWindowKind(PrimitiveKind k) { return k >= PrimitiveKind::Put; }
+
+/// True for the FIFO one-shot's own kinds (RecvBlock … ReduceBlocks).
+inline bool isFifoOneShotKind(PrimitiveKind k) {
+  return k >= PrimitiveKind::RecvBlock && k <= PrimitiveKind::ReduceBlocks;
+}
 
 /// "recvReduceSend 2->0->1 [4,+2)"
 std::string describe(const TraceStep& step, int rank);

@@ -8,12 +8,14 @@
 //     unreceived, and no rank may be stuck (a deadlock).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
 #include <string>
 
 #include "algorithms/collectives.h"
+#include "algorithms/fifo_oneshot_trace.h"
 #include "algorithms/registry.h"
 #include "algorithms/trace_executor.h"
 
@@ -74,22 +76,15 @@ Elem expected(const AlgorithmProgram& a, int r, int n, size_t count, int root, s
   return e;
 }
 
-void simulate(const AlgorithmProgram& c, int n, size_t count, size_t chunk, int root, size_t depth = 2,
-              const std::vector<int>* hostOf = nullptr) {
-  std::string layout;
-  for (int r = 0; hostOf && r < n; ++r) layout += std::to_string((*hostOf)[r]);
-  SCOPED_TRACE(::testing::Message() << c.function << " n=" << n << " count=" << count
-                                    << " chunk=" << chunk << " root=" << root << " depth=" << depth
-                                    << (hostOf ? " hosts=" + layout : std::string()));
+// Replays every rank's trace (`programs`, one per rank) of an entry with
+// c's buffers. The FIFO one-shot's own steps: recvBlock only starts a
+// receive; waitAll takes every started one at once, blocked until each
+// is on its link; reduceBlocks reduces the blocks and the rank's input.
+void replay(const AlgorithmProgram& c, const std::vector<std::vector<TraceStep>>& programs, int n,
+            size_t count, int root, size_t depth) {
   const bool inPlace = c.layout != Layout::kSeparate;
   const size_t inLen = (c.input == Blocks::kOne ? 1 : n) * count;
   const size_t outLen = (c.output == Blocks::kOne ? 1 : n) * count;
-  std::vector<std::vector<TraceStep>> programs;
-  for (int r = 0; r < n; ++r) {
-    TraceExecutor t;
-    c.program(t, CallShape{r, n, count, chunk, root, hostOf});
-    programs.push_back(t.steps());
-  }
   std::vector<std::vector<Elem>> input(n), output(n, std::vector<Elem>(outLen));
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < inLen; ++i) input[r].push_back(Elem{{r, i}});
@@ -115,12 +110,47 @@ void simulate(const AlgorithmProgram& c, int n, size_t count, size_t chunk, int 
   std::map<std::pair<int, int>, std::deque<Message>> links;
   std::vector<size_t> pc(n, 0);
   std::vector<bool> halfSent(n, false);  // sendRecv: send part done
+  std::vector<std::vector<int>> awaited(n);                 // FIFO one-shot: receives started
+  std::vector<std::map<int, std::vector<Elem>>> blocks(n);  // FIFO one-shot: arrived inputs
   bool progress = true;
   while (progress) {
     progress = false;
     for (int r = 0; r < n; ++r) {
       while (pc[r] < programs[r].size()) {
         const TraceStep& s = programs[r][pc[r]];
+        if (isFifoOneShotKind(s.kind)) {
+          if (s.kind == K::RecvBlock) {
+            awaited[r].push_back(s.from);
+          } else if (s.kind == K::WaitAll) {
+            if (s.count > 0) {  // a call of 0 elements moves nothing
+              if (std::any_of(awaited[r].begin(), awaited[r].end(),
+                              [&](int q) { return links[{q, r}].empty(); }))
+                break;  // blocked: an input has not been sent yet
+              for (int q : awaited[r]) {
+                auto& link = links[{q, r}];
+                ASSERT_EQ(link.front().data.size(), s.count);
+                ASSERT_EQ(blocks[r].count(q), 0u) << "rank " << r << " took two blocks from " << q;
+                blocks[r][q] = std::move(link.front().data);
+                link.pop_front();
+              }
+            }
+            awaited[r].clear();
+          } else {  // ReduceBlocks
+            for (size_t i = 0; i < s.count; ++i) {
+              ASSERT_LT(s.offset + i, outLen) << "rank " << r << " wrote outside its output";
+              Elem sum = readIn(r, s.offset + i);
+              for (const auto& [q, block] : blocks[r])
+                for (const auto& x : block[i]) {
+                  ASSERT_EQ(sum.count(x), 0u) << "rank " << r << " reduced a contribution twice";
+                  sum.insert(x);
+                }
+              output[r][s.offset + i] = sum;
+            }
+          }
+          ++pc[r];
+          progress = true;
+          continue;
+        }
         const size_t inOff = s.inOffset != SIZE_MAX ? s.inOffset : s.offset;
         const bool readsInput = s.kind == K::Send || s.kind == K::Copy || s.kind == K::SendRecv ||
                                 s.kind == K::RecvReduceSend || s.kind == K::RecvReduceCopySend ||
@@ -196,6 +226,39 @@ void simulate(const AlgorithmProgram& c, int n, size_t count, size_t chunk, int 
   for (auto& [link, q] : links) EXPECT_TRUE(q.empty()) << "unreceived data on a link";
 }
 
+void simulate(const AlgorithmProgram& c, int n, size_t count, size_t chunk, int root, size_t depth = 2,
+              const std::vector<int>* hostOf = nullptr) {
+  std::string layout;
+  for (int r = 0; hostOf && r < n; ++r) layout += std::to_string((*hostOf)[r]);
+  SCOPED_TRACE(::testing::Message() << c.function << " n=" << n << " count=" << count
+                                    << " chunk=" << chunk << " root=" << root << " depth=" << depth
+                                    << (hostOf ? " hosts=" + layout : std::string()));
+  std::vector<std::vector<TraceStep>> programs;
+  for (int r = 0; r < n; ++r) {
+    TraceExecutor t;
+    c.program(t, CallShape{r, n, count, chunk, root, hostOf});
+    programs.push_back(t.steps());
+  }
+  replay(c, programs, n, count, root, depth);
+}
+
+// The FIFO one-shot's trace, rank by rank.
+std::vector<TraceStep> traceFifoForm(const AlgorithmProgram& c, int rank, int n, size_t count) {
+  const FifoOneShotShape shape{rank, n, count};
+  FifoOneShotTrace t(shape);
+  c.withoutWindow.program(t, shape);
+  return t.steps();
+}
+
+// An entry's form over FIFOs (what runs where the ranks share no window).
+void simulateFifoForm(const AlgorithmProgram& c, int n, size_t count, size_t depth) {
+  SCOPED_TRACE(::testing::Message() << c.withoutWindow.function << " n=" << n << " count=" << count
+                                    << " depth=" << depth);
+  std::vector<std::vector<TraceStep>> programs;
+  for (int r = 0; r < n; ++r) programs.push_back(traceFifoForm(c, r, n, count));
+  replay(c, programs, n, count, 0, depth);
+}
+
 // Every registered program: a new algorithm is checked without a new test.
 class Schedule : public ::testing::TestWithParam<AlgorithmProgram> {};
 
@@ -220,6 +283,37 @@ INSTANTIATE_TEST_SUITE_P(Registry, Schedule, ::testing::ValuesIn(fifoPrograms())
                          [](const ::testing::TestParamInfo<AlgorithmProgram>& i) {
                            return std::string(collName(i.param.collective)) + "_" + i.param.name;
                          });
+
+// Every registered form over FIFOs (the FIFO one-shot): deadlock-free with
+// FIFOs of depth 1 and 2, and every rank gets exactly every input once.
+std::vector<AlgorithmProgram> fifoForms() {
+  std::vector<AlgorithmProgram> forms;
+  for (const AlgorithmProgram& a : algorithmPrograms())
+    if (a.hasFifoForm()) forms.push_back(a);
+  return forms;
+}
+
+TEST(FifoFormSchedule, EveryRankGetsExactlyTheDefinedContributions) {
+  ASSERT_FALSE(fifoForms().empty()) << "the one-shot's FIFO form is registered";
+  for (const AlgorithmProgram& c : fifoForms())
+    for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 11})
+      for (size_t count : {1, 2, 3, 5, 7, 13, 64})
+        for (size_t depth : {1, 2}) simulateFifoForm(c, n, count, depth);
+}
+
+TEST(FifoFormSchedule, EachPeerFromTheRightNeighbourOnThenOneWaitAndTheReduction) {
+  const AlgorithmProgram* oneShot = findProgram(CollKind::AllReduce, "oneshot");
+  ASSERT_NE(oneShot, nullptr);
+  ASSERT_TRUE(oneShot->hasFifoForm());
+  const std::vector<TraceStep> want = {
+      {K::RecvBlock, 2, -1, 0, 4}, {K::Send, -1, 2, 0, 4}, {K::RecvBlock, 0, -1, 0, 4},
+      {K::Send, -1, 0, 0, 4},      {K::WaitAll, -1, -1, 0, 4}, {K::ReduceBlocks, -1, -1, 0, 4},
+  };
+  EXPECT_EQ(traceFifoForm(*oneShot, 1, 3, 4), want);
+  // One rank: nothing to exchange; the reduction of one block copies it.
+  EXPECT_EQ(traceFifoForm(*oneShot, 0, 1, 4),
+            (std::vector<TraceStep>{{K::WaitAll, -1, -1, 0, 4}, {K::ReduceBlocks, -1, -1, 0, 4}}));
+}
 
 // The reference itself, on cases worked by hand.
 TEST(ExpectedContributions, MatchTheDefinitions) {
@@ -285,6 +379,12 @@ TEST(Schedule, CountZeroMovesNothing) {
       TraceExecutor t;
       c.program(t, CallShape{0, n, 0, 4, 0});
       for (const TraceStep& s : t.steps()) EXPECT_EQ(s.count, 0u) << c.function;
+    }
+  for (const AlgorithmProgram& c : fifoForms())
+    for (int n : {1, 3}) {
+      for (const TraceStep& s : traceFifoForm(c, 0, n, 0))
+        EXPECT_EQ(s.count, 0u) << c.withoutWindow.function;
+      simulateFifoForm(c, n, 0, 1);
     }
 }
 

@@ -40,15 +40,18 @@ void checkAllReduce(coilComm_t comm, int rank, int n, coilDataType_t t, coilRedO
   }
 }
 
-// A rank setup, and the all-reduce algorithm COIL_ALGO forces ("" = the model's choice).
+// A rank setup, the all-reduce algorithm COIL_ALGO forces ("" = the model's
+// choice), and COIL_SHM_WINDOW ("" = the default, a window on one host).
 struct AlgoSetup {
   RankSetup ranks;
   std::string algo;
+  std::string window;
 };
 
 class AllReduce : public ::testing::TestWithParam<AlgoSetup> {
  protected:
   ScopedEnv algo_{"COIL_ALGO", GetParam().algo};
+  ScopedEnv window_{"COIL_SHM_WINDOW", GetParam().window};
 };
 
 TEST_P(AllReduce, EveryTypeOpAndAwkwardCount) {
@@ -104,12 +107,14 @@ TEST_P(AllReduce, BitwiseIdenticalAcrossRanksAndRuns) {
   });
 }
 
-AlgoSetup algoSetup(int n, Launch launch, const std::string& transport, const char* algo) {
+AlgoSetup algoSetup(int n, Launch launch, const std::string& transport, const char* algo,
+                    const char* window = "") {
   AlgoSetup s;
   s.ranks.nranks = n;
   s.ranks.launch = launch;
   s.ranks.transport = transport;
   s.algo = algo;
+  s.window = window;
   return s;
 }
 
@@ -118,12 +123,15 @@ std::vector<AlgoSetup> setups(Launch launch) {
   for (const std::string& transport : testedTransports())
     for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back(algoSetup(n, launch, transport, ""));
   // Each direct algorithm forced: one-shot and slice through the shared
-  // window (shm), one-shot through tcp's caller-driven path. Messages the
-  // forced algorithm cannot take fall back to the model's choice.
+  // window (shm), one-shot through tcp's caller-driven path, and through
+  // the shm FIFOs' slots (the window off: as across hosts without a
+  // caller-driven path). Messages the forced algorithm cannot take fall
+  // back to the model's choice.
   for (int n : {2, 3, 4, 5, 7, 8}) {
     out.push_back(algoSetup(n, launch, "shm", "allreduce:oneshot"));
     out.push_back(algoSetup(n, launch, "shm", "allreduce:slice"));
     out.push_back(algoSetup(n, launch, "tcp", "allreduce:oneshot"));
+    out.push_back(algoSetup(n, launch, "shm", "allreduce:oneshot", "0"));
   }
   return out;
 }
@@ -132,7 +140,7 @@ std::string name(const ::testing::TestParamInfo<AlgoSetup>& info) {
   std::string a = info.param.algo.empty() ? "" : "_" + info.param.algo;
   for (char& ch : a)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return paramName(info.param.ranks) + a;
+  return paramName(info.param.ranks) + a + (info.param.window == "0" ? "_nowindow" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, AllReduce, ::testing::ValuesIn(setups(Launch::Threads)), name);

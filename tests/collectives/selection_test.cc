@@ -255,7 +255,7 @@ TEST(Selection, HierarchicalAllGatherAndReduceScatterAcrossHosts) {
 }
 
 // Every algorithm the tuner may choose is a registered program (the
-// one-shot's window program stands for its FIFO form too).
+// one-shot entry holds its window program and its FIFO program).
 TEST(Selection, EveryCandidateHasAProgram) {
   using algo::CollKind;
   for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,

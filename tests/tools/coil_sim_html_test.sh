@@ -2,8 +2,9 @@
 # coil-sim's pictures, checked in a real browser: the --html page is stepped
 # in headless Chromium (its "#press=next,next" fragment clicks the buttons)
 # and the DOM it shows must hold what coil-sim's text mode prints for the
-# same state; the --svg diagram must be well-formed XML with one arrow per
-# message; a screenshot of the stepped page must be a real PNG.
+# same state (a ring all-reduce, then the one-shot across hosts); the --svg
+# diagram must be well-formed XML with one arrow per message; a screenshot
+# of the stepped page must be a real PNG.
 #
 # Usage: coil_sim_html_test.sh path/to/coil-sim
 # Environment: CHROMIUM names the browser (default: chromium or
@@ -227,6 +228,25 @@ assert len(data) > 20000, "a %d-byte PNG: the page looks empty" % len(data)
 EOF
 then echo "PASS: the screenshot is a 1200x800 PNG"
 else failed "the screenshot"; fi
+
+# ---- The one-shot across hosts (over FIFOs): its one wait takes every ----
+# block in one step, and the page shows them all arriving there.
+"$sim" allreduce --algo oneshot --hosts 1,1,1 --count 2 --values --html "$tmp/p.html" \
+  >"$tmp/text.txt" || { cat "$tmp/text.txt"; failed "coil-sim oneshot --hosts exited $?"; exit 1; }
+python3 "$tmp/read.py" text "$tmp/text.txt" >"$tmp/text.json" ||
+  { failed "cannot read coil-sim's text output for oneshot --hosts"; exit 1; }
+check_step "oneshot across hosts: the waitAll step receives all 6 inputs" \
+  "press=next,next,next,next,next" '
+assert (R, M) == (6, 6), (R, M)
+assert p["step"] == "step 5 of 6", p["step"]
+assert p["actions"] == t["actions"][4] == ["waitAll"] * 3, p["actions"]
+assert p["rows"] == state(5) and all(e == "..." for row in p["rows"] for e in row), p["rows"]
+assert len(p["messages"]) == 6, "messages %r" % p["messages"]
+'
+check_step "oneshot across hosts: reduceBlocks completes every element" \
+  "press=next,next,next,next,next,next" '
+assert p["rows"] == state(6) and all(e == "012" for row in p["rows"] for e in row), p["rows"]
+'
 
 if [ "$fail" -ne 0 ]; then
   echo "chromium: $chromium; its log:"

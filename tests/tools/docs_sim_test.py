@@ -5,9 +5,10 @@ Every fenced block in a doc that follows a marker line
 
     <!-- coil-sim ARGS -->
 
-must equal the output of `coil-sim ARGS`. And every algorithm that
+must equal the output of `coil-sim ARGS`. And every program that
 `coil-sim --list` names must have such a block in docs/algorithms.md, so a
-new algorithm cannot land without its table.
+new algorithm cannot land without its table (nor an algorithm's second
+program, such as the one-shot's over FIFOs beside its window program).
 
 usage: docs_sim_test.py COIL_SIM DOC [DOC...] [--update]
   --update rewrites the blocks with coil-sim's output instead of checking.
@@ -18,6 +19,7 @@ import subprocess
 import sys
 
 MARKER = re.compile(r"^<!-- coil-sim (.*) -->$")
+PROGRAM = re.compile(r"\(([A-Za-z0-9_]+)\)")  # the header's "Ring all-reduce (ringAllReduce): ..."
 
 
 def run_sim(sim, args):
@@ -43,11 +45,13 @@ def blocks(lines):
         yield i, m.group(1), i + 2, end
 
 
-def shown_algorithm(args, defaults):
+def shown_program(args, defaults, output):
+    """(collective, algorithm, program) a block shows; the program from its header line."""
     words = shlex.split(args)
     collective = words[0] if words and not words[0].startswith("-") else "allreduce"
     algo = words[words.index("--algo") + 1] if "--algo" in words else defaults.get(collective)
-    return collective, algo
+    program = PROGRAM.search(output[0]) if output else None
+    return collective, algo, program.group(1) if program else None
 
 
 def main():
@@ -60,7 +64,7 @@ def main():
         words = line.split()
         if not words:
             break
-        listed.append((words[0], words[1]))
+        listed.append((words[0], words[1], words[2]))
         defaults.setdefault(words[0], words[1])
     failures = []
     shown = set()
@@ -71,7 +75,7 @@ def main():
         for marker, args, first, end in reversed(list(blocks(lines))):
             want = run_sim(sim, args)
             have = lines[first:end]
-            shown.add(shown_algorithm(args, defaults))
+            shown.add(shown_program(args, defaults, want))
             if have == want:
                 continue
             if update:
@@ -88,15 +92,16 @@ def main():
             with open(doc, "w") as f:
                 f.write("\n".join(lines))
             print(f"updated {doc}")
-    for collective, algo in listed:
-        if (collective, algo) not in shown:
-            failures.append(f"no coil-sim table for {collective} {algo} in {', '.join(docs)}"
-                            f" (add a '<!-- coil-sim {collective} --algo {algo} ... -->' block)")
+    for collective, algo, program in listed:
+        if (collective, algo, program) not in shown:
+            failures.append(f"no coil-sim table for {collective} {algo} ({program}) in"
+                            f" {', '.join(docs)} (add a '<!-- coil-sim {collective} --algo {algo}"
+                            f" ... -->' block that shows it)")
     if failures:
         print("\n".join(failures))
         print(f"\nRun: {sys.argv[0]} {sim} {' '.join(docs)} --update  (then read the diff)")
         return 1
-    print(f"{len(shown)} algorithms' tables match coil-sim")
+    print(f"{len(shown)} programs' tables match coil-sim")
     return 0
 
 

@@ -23,6 +23,12 @@ Request request(CollKind kind, const char* algorithm, int n, size_t count, size_
   return r;
 }
 
+// Every rank on a host of its own.
+Request acrossHosts(Request r) {
+  for (int q = 0; q < r.nranks; ++q) r.hostOf.push_back(q);
+  return r;
+}
+
 // Every registered program, FIFO and window alike (the window programs'
 // schedule replay is this one: it knows shared slots and the step
 // handshake), for n = 1-8 and 11, at awkward counts and chunks.
@@ -42,6 +48,53 @@ TEST(Simulation, EveryRegisteredProgramEndsAsItsCollectiveDefines) {
           for (const Message& m : s.messages)
             EXPECT_GT(m.receivedRound, m.sentRound - (m.exchange ? 1 : 0)) << what;
         }
+}
+
+// A window program's form over FIFOs, as the ranks run it across hosts.
+TEST(Simulation, EveryFifoFormEndsAsItsCollectiveDefines) {
+  size_t forms = 0;
+  for (const auto& a : algo::algorithmPrograms()) {
+    if (!a.hasFifoForm()) continue;
+    ++forms;
+    for (int n : {2, 3, 4, 5, 6, 7, 8, 11})
+      for (size_t count : {1, 2, 7, 20, 64}) {
+        const Simulation s = simulate(acrossHosts(request(a.collective, a.name, n, count)));
+        const std::string what = std::string(a.withoutWindow.function) + " n=" +
+                                 std::to_string(n) + " count=" + std::to_string(count);
+        EXPECT_EQ(s.form, Form::kFifo) << what;
+        EXPECT_FALSE(s.deadlocked) << what;
+        EXPECT_TRUE(s.wrong.empty()) << what << ": " << s.wrong.front();
+        for (const Message& m : s.messages) EXPECT_GT(m.receivedRound, m.sentRound) << what;
+      }
+  }
+  EXPECT_EQ(forms, 1u);  // the one-shot's
+}
+
+// "oneshot" is the window program on one host and the FIFO program across
+// hosts, as in the library; slice has no form without a window.
+TEST(Simulation, OneShotAcrossHostsRunsOverFifos) {
+  const Simulation one = simulate(request(CollKind::AllReduce, "oneshot", 3, 4));
+  EXPECT_EQ(one.form, Form::kWindow);
+  EXPECT_STREQ(one.function(), "windowOneShotProgram");
+  Request sameHost = request(CollKind::AllReduce, "oneshot", 3, 4);
+  sameHost.hostOf = {0, 0, 0};
+  EXPECT_EQ(simulate(sameHost).form, Form::kWindow);
+
+  const Simulation fifo = simulate(acrossHosts(request(CollKind::AllReduce, "oneshot", 3, 4)));
+  EXPECT_EQ(fifo.form, Form::kFifo);
+  EXPECT_STREQ(fifo.function(), "fifoOneShotProgram");
+  EXPECT_EQ(fifo.rounds, 2 * (3 - 1) + 2);  // a receive and a send per peer, wait, reduce
+  EXPECT_EQ(fifo.messages.size(), 3u * 2u);
+  for (const Message& m : fifo.messages) {
+    EXPECT_EQ(m.count, 4u);                   // the whole input, once per peer
+    EXPECT_EQ(m.receivedRound, fifo.rounds - 2);  // all taken by the one wait
+  }
+  Request twoHosts = request(CollKind::AllReduce, "oneshot", 4, 4);
+  twoHosts.hostOf = {0, 0, 1, 1};
+  EXPECT_EQ(simulate(twoHosts).form, Form::kFifo);
+
+  EXPECT_THROW(simulate(acrossHosts(request(CollKind::AllReduce, "slice", 3, 4))),
+               std::invalid_argument);
 }
 
 // The window programs' reads: every peer's slot is read only after the
@@ -130,22 +183,27 @@ TEST(Simulation, StepCostsSumToTheTunersFormula) {
     CollKind kind;
     const char* algorithm;
     size_t chunk;
+    bool acrossHosts = false;
   };
   for (const Case& c : {Case{CollKind::AllReduce, "ring", 0}, Case{CollKind::AllReduce, "ring", 5},
-                        Case{CollKind::AllReduce, "oneshot", 0}, Case{CollKind::AllReduce, "slice", 0},
+                        Case{CollKind::AllReduce, "oneshot", 0},
+                        Case{CollKind::AllReduce, "oneshot", 0, true},
+                        Case{CollKind::AllReduce, "slice", 0},
                         Case{CollKind::AllReduce, "slice", 30},
                         Case{CollKind::Reduce, "chain", 4}, Case{CollKind::Broadcast, "ring", 4},
                         Case{CollKind::AllGather, "ring", 0},
                         Case{CollKind::ReduceScatter, "ring", 0}})
     for (int n : {2, 3, 5}) {
-      const Simulation s = simulate(request(c.kind, c.algorithm, n, 60, c.chunk));  // n | 60: even chunks
+      const Request r = request(c.kind, c.algorithm, n, 60, c.chunk);  // n | 60: even chunks
+      const Simulation s = simulate(c.acrossHosts ? acrossHosts(r) : r);
       double sum = 0;
       for (const RoundCost& rc : roundCosts(s, p)) sum += rc.total();
       const auto tuner = tunerPredictionUs(s, p);
       ASSERT_TRUE(tuner.has_value());
       const double rootCopy = c.kind == CollKind::Broadcast ? 60 * 4 * p.betaUsPerB : 0.0;
       EXPECT_NEAR(sum, *tuner + rootCopy, 1e-9 * *tuner)
-          << algo::collName(c.kind) << " " << c.algorithm << " n=" << n << " chunk=" << c.chunk;
+          << algo::collName(c.kind) << " " << c.algorithm << " n=" << n << " chunk=" << c.chunk
+          << (c.acrossHosts ? " across hosts" : "");
     }
 }
 

@@ -185,7 +185,7 @@ std::string dataJson(const Simulation& s, const std::vector<RoundCost>& costs) {
 std::string titleText(const Simulation& s) {
   const Request& r = s.request;
   return std::string(algo::collName(r.collective)) + ", " + r.algorithm->name + " (" +
-         r.algorithm->function + "): " + std::to_string(r.nranks) + " ranks, count " +
+         s.function() + "): " + std::to_string(r.nranks) + " ranks, count " +
          std::to_string(r.count) + ", chunk " + std::to_string(r.chunkElems);
 }
 
@@ -376,7 +376,7 @@ std::string renderHtml(const Simulation& s, const std::vector<RoundCost>& costs,
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += "<title>coil-sim: " + xmlEscape(title) + "</title>\n<style>" + kStyle + "</style>\n";
   out += "</head>\n<body>\n<h1>" + xmlEscape(title) + "</h1>\n";
-  out += "<p class=\"summary\">" + xmlEscape(s.request.algorithm->summary) + "</p>\n";
+  out += "<p class=\"summary\">" + xmlEscape(s.summary()) + "</p>\n";
   out += verdictHtml(s);
   out += "<div class=\"controls\"><button id=\"prev\" type=\"button\">prev</button>"
          "<button id=\"next\" type=\"button\">next</button>"

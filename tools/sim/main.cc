@@ -8,6 +8,7 @@
 //   coil-sim -n 4 --count 8 --values                  ring all-reduce, and what every
 //                                                     element holds after each step
 //   coil-sim allreduce --algo hier --hosts 3,2 --count 10
+//   coil-sim allreduce --algo oneshot --hosts 1,1,1 --count 4   across hosts: over FIFOs
 //   coil-sim broadcast --algo ring -n 4 --count 16 --chunk 4 --cost --transport tcp
 //   coil-sim reducescatter -n 3 --count 2 --svg ring.svg --html ring.html
 //   coil-sim allreduce -n 2 --count 262144 --cost --measure
@@ -43,7 +44,9 @@ void usage(std::FILE* out) {
       "  -n, --ranks    ranks (default 4)      --count  elements (per block where a buffer holds\n"
       "                                                 one block per rank, as the C API's count)\n"
       "  --chunk        most elements one step moves (default: one round)\n"
-      "  --hosts 3,2    ranks per host, numbered host by host (hier; default 2 hosts)\n"
+      "  --hosts 3,2    ranks per host, numbered host by host (hier: default 2 hosts; oneshot:\n"
+      "                 default one host, the window program; on more hosts there is no\n"
+      "                 window, and it shows the one-shot over FIFOs, as the library runs it)\n"
       "  --values       after each step, which ranks' inputs every output element holds\n"
       "  --cost         alpha, beta, gamma per step and in total, beside the tuner's formula;\n"
       "                 parameters from --transport (default shm) or --alpha/--beta/--gamma\n"
@@ -55,12 +58,14 @@ void usage(std::FILE* out) {
 
 void listAlgorithms() {
   std::printf("%-14s %-9s %-24s %s\n", "collective", "algorithm", "program", "what each rank does");
-  for (const auto& a : algo::algorithmPrograms())
+  for (const auto& a : algo::algorithmPrograms()) {
     std::printf("%-14s %-9s %-24s %s\n", algo::collName(a.collective), a.name, a.function, a.summary);
+    if (a.hasFifoForm())
+      std::printf("%-14s %-9s %-24s %s (--hosts)\n", algo::collName(a.collective), a.name,
+                  a.withoutWindow.function, a.withoutWindow.summary);
+  }
   std::printf("%-14s %-9s %-24s %s\n", "barrier", "ring", "ringAllReduce",
               "an all-reduce of one element");
-  std::printf("\nNot a program yet: the one-shot over FIFOs (fifo_oneshot.cc), which the tuner\n"
-              "runs as allreduce oneshot where the ranks share no window.\n");
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -157,11 +162,13 @@ int main(int argc, char** argv) {
         "' (see --list)");
   }
   if (req.collective == algo::CollKind::Barrier) req.count = 1;
-  if (algoName == "hier") {
+  // hier follows the hosts (two by default); a window program runs on one
+  // host unless --hosts spreads the ranks (then its FIFO form runs, if any).
+  if (algoName == "hier" || (req.algorithm->onWindow() && !hostsSpec.empty())) {
     req.hostOf = hostsOf(hostsSpec, req.nranks, ranksGiven);
     req.nranks = static_cast<int>(req.hostOf.size());
   } else if (!hostsSpec.empty()) {
-    bad("--hosts is for --algo hier");
+    bad("--hosts is for --algo hier and the window programs (oneshot, slice)");
   }
   if (req.nranks < 1 || req.nranks > 64) bad("-n must be in [1, 64]");
   if (req.root < 0 || req.root >= req.nranks) bad("--root must be a rank in [0, " + std::to_string(req.nranks - 1) + "]");
@@ -175,7 +182,7 @@ int main(int argc, char** argv) {
   }
   CostParams params;
   try {
-    params = algorithmCosts(transport, *req.algorithm);
+    params = algorithmCosts(transport, s);
   } catch (const std::exception& e) {
     bad(e.what());
   }

@@ -34,10 +34,13 @@ coilResult_t runOnce(const Request& r, coilComm_t comm, const float* in, float* 
 Measurement measure(const Simulation& s, const std::string& transport, int iterations) {
   const Request& r = s.request;
   Measurement m;
-  if (!r.hostOf.empty()) {
+  // The FIFO one-shot is measured on this host with the window turned off,
+  // which is how the library runs it across hosts; other layouts need hosts.
+  if (spansHosts(r.hostOf) && s.form != Form::kFifo) {
     m.why = "the ranks of --measure share one host; the simulated hosts cannot be measured here";
     return m;
   }
+  if (s.form == Form::kFifo) setenv("COIL_SHM_WINDOW", "0", 1);
   if (r.collective == algo::CollKind::Barrier) {
     m.why = "COIL_ALGO does not force a barrier's algorithm";
     return m;

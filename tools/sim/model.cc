@@ -10,7 +10,9 @@
 
 namespace coil::sim {
 
-CostParams transportCosts(const std::string& name) {
+namespace {
+
+std::unique_ptr<transport::Transport> namedTransport(const std::string& name) {
   std::unique_ptr<transport::Transport> t;
   try {
     t = transport::createTransport(name);
@@ -19,7 +21,13 @@ CostParams transportCosts(const std::string& name) {
     for (const auto& n : transport::registeredTransports()) known += (known.empty() ? "" : ", ") + n;
     throw std::invalid_argument("unknown transport '" + name + "' (this build has " + known + ")");
   }
-  const transport::LinkCost& c = t->traits().fifo;
+  return t;
+}
+
+}  // namespace
+
+CostParams transportCosts(const std::string& name) {
+  const transport::LinkCost c = namedTransport(name)->traits().fifo;
   return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in FIFO costs"};
 }
 
@@ -27,13 +35,14 @@ namespace {
 
 // A model whose window (when the algorithm needs one) holds the simulated
 // call, with `cost` for the simulated algorithm and its piece.
-tune::Model modelFor(const Request& r, const tune::Cost& cost, tune::Algo algorithm) {
+tune::Model modelFor(const Simulation& s, const tune::Cost& cost, tune::Algo algorithm) {
+  const Request& r = s.request;
   tune::Topology topo;
   topo.nranks = r.nranks;
   topo.fifo = topo.oneShot = topo.local = cost;
   topo.chunkBytes = r.chunkElems * r.elementBytes;  // the simulated chunk, not a per-call one
   topo.cacheBytes = size_t{1} << 62;                // in cache: no memory factor
-  if (r.algorithm->onWindow()) {
+  if (s.form == Form::kWindow) {
     topo.windowSlotBytes = size_t{1} << 40;
     topo.windowInlineBytes = 1908;
   }
@@ -49,7 +58,8 @@ tune::Model modelFor(const Request& r, const tune::Cost& cost, tune::Algo algori
   }
   tune::Model model(topo);
   tune::ModelParams p = model.params();
-  if (algorithm == tune::Algo::kOneShot) p.windowOneShot = cost;
+  if (algorithm == tune::Algo::kOneShot)
+    (s.form == Form::kFifo ? p.fifoOneShot : p.windowOneShot) = cost;
   if (algorithm == tune::Algo::kSlice) p.slice = cost;
   p.slicePieceBytes = r.chunkElems * r.elementBytes;
   p.lineTransferUs = 0;  // the simulation has no separate line transfer after the flag
@@ -59,10 +69,17 @@ tune::Model modelFor(const Request& r, const tune::Cost& cost, tune::Algo algori
 
 }  // namespace
 
-CostParams algorithmCosts(const std::string& name, const algo::AlgorithmProgram& algorithm) {
+CostParams algorithmCosts(const std::string& name, const Simulation& s) {
+  const algo::AlgorithmProgram& algorithm = *s.request.algorithm;
+  if (s.form == Form::kFifo) {
+    // The tuner's topology takes its FIFO one-shot costs from here
+    // (src/comm/communicator.cc: topology.oneShot).
+    const transport::LinkCost c = namedTransport(name)->traits().oneShot;
+    return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in one-shot costs"};
+  }
   CostParams fifo = transportCosts(name);
   tune::Algo a;
-  if (!algorithm.onWindow() || !tune::parseAlgo(algorithm.name, &a)) return fifo;
+  if (s.form != Form::kWindow || !tune::parseAlgo(algorithm.name, &a)) return fifo;
   tune::Topology topo;
   topo.nranks = 2;
   topo.windowSlotBytes = size_t{1} << 20;
@@ -77,7 +94,7 @@ std::optional<double> tunerPredictionUs(const Simulation& s, const CostParams& p
   tune::Algo algorithm;
   if (!tune::parseAlgo(r.algorithm->name, &algorithm)) return std::nullopt;
   const tune::Cost cost{p.alphaUs, p.betaUsPerB, p.gammaUsPerB, 1.0};
-  const tune::Model model = modelFor(r, cost, algorithm);
+  const tune::Model model = modelFor(s, cost, algorithm);
   const CollectiveCall call{r.collective, nullptr, nullptr, r.count, coilFloat32, coilSum, r.root};
   return model.predictUs(r.collective, algorithm, modelBytes(call, r.nranks));
 }

@@ -13,9 +13,10 @@ namespace coil::sim {
 /// this build has). Throws std::invalid_argument for an unknown transport.
 CostParams transportCosts(const std::string& name);
 
-/// The costs the tuner uses for `algorithm`: the window's own built-in ones
-/// for a window program, else transport `name`'s FIFO costs.
-CostParams algorithmCosts(const std::string& name, const algo::AlgorithmProgram& algorithm);
+/// The costs the tuner uses for the program `s` ran: the window's own
+/// built-in ones for a window program, transport `name`'s one-shot costs for
+/// the FIFO one-shot, else its FIFO costs.
+CostParams algorithmCosts(const std::string& name, const Simulation& s);
 
 /// The library's cost model (src/tune/tuner.cc) for this call with these
 /// parameters, in µs; nothing when the model has no formula for it.

@@ -22,19 +22,45 @@ bool reduces(K k) {
 bool readsInput(K k) { return k != K::Recv && k != K::RecvCopySend; }
 bool writesOutput(K k) { return k != K::Send && k != K::RecvReduceSend; }
 
-// The rank state the replay keeps: its buffers as contributor sets, and
-// for window programs its two slots and when it posted each step.
+// The rank state the replay keeps: its buffers as contributor sets; for
+// window programs its two slots and when it posted each step; for the FIFO
+// one-shot the blocks its peers' inputs land in.
 struct RankBuffers {
   std::vector<Contributors> input, output;
   std::vector<Contributors> slots[2];
   std::map<uint32_t, int> postRound;  // step -> the round it was posted in
   int slotPostRound[2] = {-1, -1};    // the round each slot was last published
+  std::map<int, std::vector<Contributors>> blocks;  // rank q -> block q, once arrived
+  std::vector<int> awaited;                         // receives started, not yet waited for
 };
 
 // Bytes a slot's inline lines carry (transports/window.h, Window::kInlineBytes).
 constexpr size_t kWindowInlineBytes = 1908;
 
 }  // namespace
+
+bool spansHosts(const std::vector<int>& hostOf) {
+  return std::any_of(hostOf.begin(), hostOf.end(), [&](int h) { return h != hostOf.front(); });
+}
+
+Form formFor(const Request& req) {
+  const algo::AlgorithmProgram& a = *req.algorithm;
+  if (!a.onWindow()) return Form::kPrimitives;
+  if (!spansHosts(req.hostOf)) return Form::kWindow;
+  if (a.hasFifoForm()) return Form::kFifo;
+  throw std::invalid_argument(std::string(a.name) +
+                              " needs a shared window: every rank on one host");
+}
+
+const char* Simulation::function() const {
+  return form == Form::kFifo ? request.algorithm->withoutWindow.function
+                             : request.algorithm->function;
+}
+
+const char* Simulation::summary() const {
+  return form == Form::kFifo ? request.algorithm->withoutWindow.summary
+                             : request.algorithm->summary;
+}
 
 std::string contributorsText(Contributors c, int n) {
   std::string s;
@@ -62,7 +88,17 @@ Simulation simulate(const Request& req) {
   s.inputElems = (a.input == Blocks::kOne ? 1 : n) * count;
   s.outputElems = (a.output == Blocks::kOne ? 1 : n) * count;
   const std::vector<int>* hostOf = req.hostOf.empty() ? nullptr : &req.hostOf;
-  if (a.onWindow()) {
+  s.form = formFor(req);
+  if (s.form == Form::kFifo) {
+    // One message per peer: the whole input.
+    s.request.chunkElems = count;
+    for (int r = 0; r < n; ++r) {
+      const algo::FifoOneShotShape shape{r, n, count};
+      algo::FifoOneShotTrace t(shape);
+      a.withoutWindow.program(t, shape);
+      s.programs.push_back(t.steps());
+    }
+  } else if (s.form == Form::kWindow) {
     // A window program's chunk is its piece: whole slices for n ranks (one
     // piece by default). Slices start on whole elements here, where the
     // library starts them on 64-byte lines.
@@ -185,6 +221,50 @@ Simulation simulate(const Request& req) {
     return true;
   };
 
+  // One step of the FIFO one-shot's own vocabulary (its sends are FIFO
+  // sends); false while it must wait. waitAll takes every awaited block in
+  // one round, once all of them were sent in earlier rounds; *firstIn is
+  // the first of those messages (-1: none).
+  auto runFifoOneShotStep = [&](int r, int round, const algo::TraceStep& st, int* firstIn) {
+    RankBuffers& me = ranks[r];
+    switch (st.kind) {
+      case K::RecvBlock: me.awaited.push_back(st.from); break;
+      case K::WaitAll:
+        if (st.count > 0) {  // a call of 0 elements moves nothing
+          for (int q : me.awaited) {
+            const auto& link = links[{q, r}];
+            if (link.empty() || s.messages[link.front()].sentRound >= round) return false;
+          }
+          for (int q : me.awaited) {
+            auto& link = links[{q, r}];
+            const int m = link.front();
+            link.pop_front();
+            if (s.messages[m].count != st.count)
+              throw std::logic_error("rank " + std::to_string(r) + " awaits " +
+                                     std::to_string(st.count) + " elements, rank " +
+                                     std::to_string(q) + " sent " +
+                                     std::to_string(s.messages[m].count));
+            s.messages[m].receivedRound = round;
+            me.blocks[q] = s.messages[m].values;
+            if (*firstIn < 0) *firstIn = m;
+          }
+        }
+        me.awaited.clear();
+        break;
+      case K::ReduceBlocks: {
+        std::vector<Contributors> sum = read(r, st.offset, st.count);  // own term: the input
+        for (const auto& [q, block] : me.blocks)
+          for (size_t i = 0; i < st.count && i < block.size(); ++i) sum[i] |= block[i];
+        if (st.offset + st.count > me.output.size())
+          throw std::logic_error("rank " + std::to_string(r) + " writes outside its output");
+        std::copy(sum.begin(), sum.end(), me.output.begin() + static_cast<ptrdiff_t>(st.offset));
+        break;
+      }
+      default: throw std::logic_error("not a FIFO one-shot primitive");
+    }
+    return true;
+  };
+
   snapshot();
   for (int round = 0;; ++round) {
     bool unfinished = false;
@@ -200,10 +280,13 @@ Simulation simulate(const Request& req) {
     for (int r = 0; r < n; ++r) {
       if (pc[r] >= s.programs[r].size()) continue;
       const algo::TraceStep& st = s.programs[r][pc[r]];
-      if (algo::isWindowKind(st.kind)) {
-        int firstRead = -1;
-        if (!runWindowStep(r, round, st, &firstRead)) continue;
-        s.actions.push_back({r, pc[r], round, st, firstRead, -1});
+      if (algo::isWindowKind(st.kind) || algo::isFifoOneShotKind(st.kind)) {
+        int firstIn = -1;
+        const bool window = algo::isWindowKind(st.kind);
+        if (!(window ? runWindowStep(r, round, st, &firstIn)
+                     : runFifoOneShotStep(r, round, st, &firstIn)))
+          continue;
+        s.actions.push_back({r, pc[r], round, st, firstIn, -1});
         ++pc[r];
         ran = true;
         continue;
@@ -284,6 +367,23 @@ std::vector<RoundCost> roundCosts(const Simulation& s, const CostParams& p) {
         case K::CopyOut: c.betaUs = bytes * p.betaUsPerB; break;
         case K::ReduceToOutput:
         case K::ReduceToSlot: c.gammaUs = bytes * (s.request.nranks - 1) * p.gammaUsPerB; break;
+        default: break;
+      }
+    } else if (algo::isFifoOneShotKind(act.step.kind)) {
+      // One latency for all the blocks a waitAll takes (they travel at
+      // once), β for every byte of them over this rank's link; the n-way
+      // reduction is n-1 reductions per byte (one rank: a copy).
+      switch (act.step.kind) {
+        case K::WaitAll:
+          for (const Message& m : s.messages)
+            if (m.to == act.rank && m.receivedRound == act.round)
+              c.betaUs += static_cast<double>(m.count) * esize * p.betaUsPerB;
+          if (act.messageIn >= 0) c.alphaUs = p.alphaUs;
+          break;
+        case K::ReduceBlocks:
+          if (s.request.nranks == 1) c.betaUs = bytes * p.betaUsPerB;
+          else c.gammaUs = bytes * (s.request.nranks - 1) * p.gammaUsPerB;
+          break;
         default: break;
       }
     } else {

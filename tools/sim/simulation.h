@@ -30,9 +30,22 @@ struct Request {
                            // gather, scatter: as the C API's count)
   size_t chunkElems = 0;   // 0: one round (all-reduce: count / nranks + 1; else count)
   int root = 0;
-  std::vector<int> hostOf; // host of each rank (hier); empty: one host
+  std::vector<int> hostOf; // host of each rank (hier, and where a window program has a
+                           // form across hosts); empty: one host
   size_t elementBytes = 4; // float32: the cost model's bytes
 };
+
+/// Which of its entry's programs a request runs, as the collective driver
+/// would: a window program where the ranks share a window (one host), its
+/// form over FIFOs where they span hosts (algo::FifoForm).
+enum class Form { kPrimitives, kWindow, kFifo };
+
+/// The form `request` runs. Throws std::invalid_argument for a window
+/// program without a FIFO form (slice) across hosts.
+Form formFor(const Request& request);
+
+/// True when `hostOf` puts the ranks on more than one host.
+bool spansHosts(const std::vector<int>& hostOf);
 
 /// The ranks whose input an element contains: bit q = rank q (at most 64 ranks).
 using Contributors = uint64_t;
@@ -58,6 +71,7 @@ struct Message {
 
 struct Simulation {
   Request request;
+  Form form = Form::kPrimitives;
   size_t inputElems = 0, outputElems = 0;  // per rank
   std::vector<std::vector<algo::TraceStep>> programs;  // per rank, as traced
   std::vector<Action> actions;             // in round order, then rank order
@@ -70,6 +84,10 @@ struct Simulation {
   /// Elements whose final value differs from the collective's definition
   /// (algo::expectedContributions), as "rank r element i: has {..}, wants {..}".
   std::vector<std::string> wrong;
+
+  /// The C++ name and one-line summary of the program that ran.
+  const char* function() const;
+  const char* summary() const;
 };
 
 /// Runs the request. Throws std::invalid_argument naming a bad request.

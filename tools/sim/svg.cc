@@ -50,6 +50,9 @@ const char* abbreviation(K kind) {
     case K::RecvReduce: return "rr";
     case K::Copy: return "copy";
     case K::SendRecv: return "sr";
+    case K::RecvBlock: return "rcvBlk";
+    case K::WaitAll: return "wtAll";
+    case K::ReduceBlocks: return "redBlk";
     case K::Put: return "put";
     case K::Post: return "post";
     case K::Wait: return "wait";
@@ -63,6 +66,7 @@ const char* abbreviation(K kind) {
 constexpr K kAllKinds[] = {K::Send,           K::Recv,         K::RecvReduceSend,
                            K::RecvReduceCopySend, K::RecvCopySend, K::RecvReduceCopy,
                            K::RecvReduce,     K::Copy,         K::SendRecv,
+                           K::RecvBlock,      K::WaitAll,      K::ReduceBlocks,
                            K::Put,            K::Post,         K::Wait,
                            K::ReduceToOutput, K::ReduceToSlot, K::CopyOut};
 
@@ -71,7 +75,7 @@ std::string num(int v) { return std::to_string(v); }
 std::string titleLine(const Simulation& s) {
   const Request& r = s.request;
   std::string t = std::string(algo::collName(r.collective)) + ", " + r.algorithm->name + " (" +
-                  r.algorithm->function + "): " + num(r.nranks) + " ranks, count " +
+                  s.function() + "): " + num(r.nranks) + " ranks, count " +
                   std::to_string(r.count) + ", chunk " + std::to_string(r.chunkElems);
   if (algo::hasRoot(r.collective)) t += ", root " + num(r.root);
   if (s.deadlocked) t += " - DEADLOCK";
@@ -93,7 +97,7 @@ void emitHeader(std::string& out, const Simulation& s, const Grid& g) {
   out += "<text class=\"title\" x=\"" + num(kMargin) + "\" y=\"" + num(kMargin + 14) +
          "\" font-size=\"15\" font-weight=\"bold\">" + xmlEscape(titleLine(s)) + "</text>\n";
   out += "<text class=\"summary\" x=\"" + num(kMargin) + "\" y=\"" + num(kMargin + 34) +
-         "\" font-size=\"12\" fill=\"#444\">" + xmlEscape(s.request.algorithm->summary) +
+         "\" font-size=\"12\" fill=\"#444\">" + xmlEscape(s.summary()) +
          "</text>\n";
   for (int t = 0; t < g.columns; ++t)
     out += "<text class=\"colhead\" x=\"" + num(g.centreX(t)) + "\" y=\"" + num(g.top() - 7) +

@@ -25,13 +25,13 @@ std::string title(const Simulation& s) {
 
 void printHeader(std::FILE* out, const Simulation& s) {
   const Request& r = s.request;
-  std::fprintf(out, "%s (%s): %d ranks, %zu elements%s", title(s).c_str(), r.algorithm->function,
+  std::fprintf(out, "%s (%s): %d ranks, %zu elements%s", title(s).c_str(), s.function(),
                r.nranks, r.count,
                r.algorithm->input == algo::Blocks::kPerRank ||
                        r.algorithm->output == algo::Blocks::kPerRank
                    ? " per block"
                    : "");
-  if (!r.algorithm->onWindow()) std::fprintf(out, ", chunk %zu elements", r.chunkElems);
+  if (s.form == Form::kPrimitives) std::fprintf(out, ", chunk %zu elements", r.chunkElems);
   else if (std::string(r.algorithm->name) == "slice")
     std::fprintf(out, ", pieces of %zu elements (slices start on whole elements here, on"
                       " 64-byte lines in the library)", r.chunkElems);
@@ -41,15 +41,19 @@ void printHeader(std::FILE* out, const Simulation& s) {
     for (int q = 0; q < r.nranks; ++q) std::fprintf(out, "%s%d", q ? "," : " ", r.hostOf[q]);
     std::fprintf(out, " (host of each rank)");
   }
-  std::fprintf(out, "\n%s.\n", r.algorithm->summary);
+  std::fprintf(out, "\n%s.\n", s.summary());
 }
 
 void printSteps(std::FILE* out, const Simulation& s, const std::vector<RoundCost>* costs) {
   const int n = s.request.nranks;
-  if (s.request.algorithm->onWindow())
+  if (s.form == Form::kWindow)
     std::fprintf(out, "Each cell: the primitive and its [offset,+count); put writes this rank's slot,"
                       " post/wait are the step handshake,\nreduceTo* read every rank's slot,"
                       " copyOut q:slot reads rank q's; blank: the rank waits\n\n");
+  else if (s.form == Form::kFifo)
+    std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); send and recvBlock only"
+                      " start a transfer (into block from),\nwaitAll waits for all of them,"
+                      " reduceBlocks reduces the n blocks in rank order; blank: the rank waits\n\n");
   else
     std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); blank: the rank waits\n\n");
   std::vector<std::vector<std::string>> cells(s.rounds, std::vector<std::string>(n));
