@@ -71,6 +71,19 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
     p.measure = false;
     return p;
   }
+  // Away from the preferred way: try it again soon, then ever more rarely,
+  // until the usual exploration (every c.interval calls) takes over.
+  if (const int pref = preferred(); c.best != pref && c.samples[pref] >= kFirstSamples) {
+    if (c.retryAt == 0) c.retryAt = c.calls + c.retryGap;
+    if (c.retryGap < kExploreEvery && c.calls >= c.retryAt) {
+      c.retryGap *= 2;
+      c.retryAt = c.calls + c.retryGap;
+      return planOf(pref);
+    }
+  } else {
+    c.retryAt = 0;
+    c.retryGap = kRetryFirst;
+  }
   // Explore now when the preferred way turned out slow (a busy machine: the
   // peer is off its core and pausing ends in a sleep) and another way has
   // not been tried; otherwise every c.interval calls.
@@ -113,12 +126,22 @@ void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds
   } else if (c.samples[arm] < kFirstSamples) {
     avg = std::min(avg, microseconds);
   } else {
+    const bool recentOutlier = c.confirming > 0;
     if (c.confirming > 0) --c.confirming;
     if (microseconds > kOutlierFactor * avg) {
-      microseconds = kOutlierFactor * avg;
+      // The first outlier in a while is clipped; a second one soon after
+      // is not a one-off (calls alternating fast and slow: each slow one
+      // counts in full, or the mean they make would never show).
+      if (!recentOutlier) microseconds = kOutlierFactor * avg;
       c.confirming = kConfirmCalls;
     }
-    avg += (microseconds - avg) / 8.0;
+    // A retry of the preferred way that beats the way in use takes over at
+    // once: it just showed the preferred way works again.
+    if (arm == preferred() && arm != c.best && c.best >= 0 &&
+        microseconds < kSwitchBelow * c.averageUs[c.best])
+      avg = microseconds;
+    else
+      avg += (microseconds - avg) / 8.0;
   }
   ++c.samples[arm];
   choose(c);

@@ -74,10 +74,17 @@ class SpinAdvisor {
   /// times it: one call the machine stalled (a preempted vCPU, 150 µs)
   /// moved a 0.2 µs average to 19 and handed the size class to yielding
   /// for hundreds of calls. The following kConfirmCalls calls are all
-  /// timed, so a stall that lasts still moves the average within a few
-  /// calls (by up to this factor each).
+  /// timed, and another outlier among them counts in full: a stall that
+  /// lasts, or calls that alternate fast and slow, still show.
   static constexpr double kOutlierFactor = 4.0;
   static constexpr uint32_t kConfirmCalls = 8;
+  /// A class that left the preferred way tries it again kRetryFirst calls
+  /// later, then twice as late each time it still loses, until the gap
+  /// reaches kExploreEvery (the usual exploration's); a retry that beats
+  /// the way in use takes over at once. The first calls of a fresh process
+  /// often meet a peer still starting or sharing its core for a moment, and
+  /// a 25-call size then never explored again.
+  static constexpr uint32_t kRetryFirst = 4;
   static_assert((kExploreEvery & (kExploreEvery - 1)) == 0 &&
                 (kExploreRarely & (kExploreRarely - 1)) == 0 &&
                 (kMeasureEvery & (kMeasureEvery - 1)) == 0, "powers of two (masks)");
@@ -92,6 +99,8 @@ class SpinAdvisor {
     int best = -1;                     // -1 until the first call (then preferred())
     uint32_t interval = kExploreEvery;  // a power of two
     uint32_t confirming = 0;            // calls still timed after an outlier
+    uint32_t retryAt = 0;               // call at which to try the preferred way again
+    uint32_t retryGap = kRetryFirst;    // calls to the retry after that
   };
   static size_t classOf(size_t bytes);
   int preferred() const;
