@@ -102,8 +102,9 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
 
   const bool logTune = log::enabled(log::Level::Info, log::kTune);
   std::vector<tune::Prediction> predictions;
-  const tune::Choice choice = tune::choose(model_, call.kind, modelBytes(call.kind, call.bytes, nranks_),
-                                           algoOverride_, logTune ? &predictions : nullptr);
+  const tune::Choice choice =
+      tune::choose(model_, call.kind, modelBytes(call.kind, call.bytes, nranks_), algoOverride_,
+                   logTune ? &predictions : nullptr);
   flight_.setAlgorithm(tune::algoName(choice.algorithm));
   // Whole slices, at most half the FIFO (the model's chunk never exceeds it).
   const size_t slicesPerChunk =
@@ -146,7 +147,8 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
     auto mul = reduce::kernel(call.type, coilProd);
     for (size_t o = 0; o < elems; o += 4096) {
       size_t n = std::min<size_t>(4096, elems - o);
-      mul(&scaled[o * esize], static_cast<const uint8_t*>(call.sendbuff) + o * esize, splat.data(), n);
+      mul(&scaled[o * esize], static_cast<const uint8_t*>(call.sendbuff) + o * esize, splat.data(),
+          n);
     }
     call.input = scaled.data();
     call.reduceOp = coilSum;
@@ -157,7 +159,8 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
   call.watch = {callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
   // Rooted collectives first check that every rank is in the same call
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
-  const uint64_t agreement = algo::hasRoot(call.kind) && nranks_ > 1 ? agreementTag(call.kind, seq) : 0;
+  const uint64_t agreement =
+      algo::hasRoot(call.kind) && nranks_ > 1 ? agreementTag(call.kind, seq) : 0;
   const MismatchProbe probe(peers_, window_.get(), rank_, call.tag, agreement, describe);
   call.watch.stall = &probe;
   if (agreement != 0) agreeOnCall(call, agreement);
