@@ -12,30 +12,29 @@ namespace coil::algo {
 
 using transport::WaitFailure;
 
-FifoExecutor::FifoExecutor(const std::vector<transport::Connection*>& peers, size_t sliceBytes,
-                           const transport::WaitWatch& watch, const CallData& call)
+FifoExecutor::FifoExecutor(const std::vector<transport::Connection*>& peers, const Call& call)
     : peers_(peers),
-      watch_(watch),
       call_(call),
-      esize_(reduce::typeSize(call.type)),
-      reduceFn_(reduce::kernel(call.type, call.op)),
-      divideFn_(call.op == coilAvg ? reduce::divider(call.type) : nullptr) {
-  sliceElems_ = sliceBytes / esize_;
-}
+      watch_(call.watch),
+      sliceElems_(call.sliceElems),
+      esize_(call.elementBytes),
+      nranks_(static_cast<int>(peers.size())),
+      reduceFn_(reduce::kernel(call.type, call.reduceOp)),
+      divideFn_(call.reduceOp == coilAvg ? reduce::divider(call.type) : nullptr) {}
 
 void FifoExecutor::failWait(int peer, WaitFailure why, const char* direction) {
   switch (why) {
     case WaitFailure::Timeout:
-      fail(coilTimeout, call_.description, ": timed out after ", watch_.deadline.totalMs(),
+      fail(coilTimeout, call_.description(), ": timed out after ", watch_.deadline.totalMs(),
            " ms waiting ", direction, " rank ", peer, " (", peers_[peer]->traits().name,
            "); the peer may be stuck, slower, or in a different call");
     case WaitFailure::PeerClosed:
-      fail(coilRemoteError, call_.description, ": rank ", peer, " closed its connection (",
+      fail(coilRemoteError, call_.description(), ": rank ", peer, " closed its connection (",
            peers_[peer]->traits().name, ") — it failed, aborted or exited");
     case WaitFailure::PeerDied:
-      fail(coilRemoteError, call_.description, ": rank ", peer, " died (its process is gone)");
+      fail(coilRemoteError, call_.description(), ": rank ", peer, " died (its process is gone)");
     case WaitFailure::Aborted:
-      fail(coilRemoteError, call_.description, ": communicator aborted");
+      fail(coilRemoteError, call_.description(), ": communicator aborted");
   }
   fail(coilInternalError, "unknown wait failure");
 }
@@ -44,9 +43,9 @@ const void* FifoExecutor::waitIncoming(int from, size_t bytes) {
   transport::RecvSlot slot;
   WaitFailure why{};
   if (!peers_[from]->recvFifo().peek(&slot, watch_, &why)) failWait(from, why, "for data from");
-  if (slot.tag != call_.tag) failForeignSlot(call_.description, from, slot, call_.tag);
+  if (slot.tag != call_.tag) failForeignSlot(call_.description(), from, slot, call_.tag);
   if (slot.bytes != bytes)
-    fail(coilInvalidUsage, call_.description, ": rank ", from, " sent ", slot.bytes,
+    fail(coilInvalidUsage, call_.description(), ": rank ", from, " sent ", slot.bytes,
          " bytes where ", bytes, " were expected: the ranks passed different counts");
   return slot.data;
 }
@@ -69,7 +68,7 @@ void FifoExecutor::publishOutgoing(int to, size_t bytes) {
 }
 
 void FifoExecutor::finish(void* data, size_t count) {
-  if (divideFn_) divideFn_(data, data, count, call_.nranks);
+  if (divideFn_) divideFn_(data, data, count, nranks_);
 }
 
 // Each primitive walks its range slice by slice; one slice = one FIFO slot.

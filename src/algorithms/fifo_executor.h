@@ -5,13 +5,15 @@
 // runs one kernel (reduce, copy, or reduce straight into the outgoing slot),
 // then releases/publishes. All waits go through SlotFifo with the call's
 // deadline and the communicator's abort flag; failures become coil::Error
-// naming the peer and the call.
+// naming the peer and the call. Everything about the call, its buffers and
+// how to wait comes from the one call value (call.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "algorithms/call.h"
 #include "algorithms/primitives.h"
 #include "coil.h"
 #include "reduce/reduce.h"
@@ -19,26 +21,12 @@
 
 namespace coil::algo {
 
-/// Everything about the current call that the executor needs.
-struct CallData {
-  const void* input;
-  void* output;
-  size_t count;
-  coilDataType_t type;
-  coilRedOp_t op;
-  int rank;
-  int nranks;
-  size_t outputOrigin = 0;  // element offset that output[0] stands for (reduce-scatter)
-  uint64_t tag;             // fingerprint stamped on every slot (see fingerprint.h)
-  std::string description;  // "allreduce #12 (1024 x float32, sum)" for messages
-};
-
 class FifoExecutor final : public Primitives {
  public:
-  /// `peers[r]` is the connection to rank r (nullptr for self). `sliceBytes`
-  /// must be the same on every rank (the communicator agrees on it at init).
-  FifoExecutor(const std::vector<transport::Connection*>& peers, size_t sliceBytes,
-               const transport::WaitWatch& watch, const CallData& call);
+  /// `peers[r]` is the connection to rank r (nullptr for self). The call's
+  /// slot size (sliceElems) must be the same on every rank (the communicator
+  /// agrees on it at init).
+  FifoExecutor(const std::vector<transport::Connection*>& peers, const Call& call);
 
   void send(int to, size_t offset, size_t count) override;
   void recv(int from, size_t offset, size_t count) override;
@@ -64,10 +52,11 @@ class FifoExecutor final : public Primitives {
   void finish(void* data, size_t count);  // coilAvg's division
 
   const std::vector<transport::Connection*>& peers_;
+  const Call& call_;
+  const transport::WaitWatch& watch_;
   size_t sliceElems_;
-  transport::WaitWatch watch_;
-  const CallData& call_;
   size_t esize_;
+  int nranks_;
   reduce::ReduceFn reduceFn_;
   reduce::DivideFn divideFn_;  // nullptr unless coilAvg
 };

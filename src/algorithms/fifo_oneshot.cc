@@ -22,40 +22,40 @@ namespace {
 
 using transport::WaitFailure;
 
-[[noreturn]] void failWait(const ReduceCall& call, const transport::WaitWatch& watch,
-                           transport::Connection& c, WaitFailure why, const char* direction) {
+[[noreturn]] void failWait(const Call& call, transport::Connection& c, WaitFailure why,
+                           const char* direction) {
   switch (why) {
     case WaitFailure::Timeout:
-      fail(coilTimeout, (*call.describe)(), ": timed out after ", watch.deadline.totalMs(),
+      fail(coilTimeout, call.description(), ": timed out after ", call.watch.deadline.totalMs(),
            " ms waiting ", direction, " rank ", c.peer(), " (", c.traits().name,
            "); the peer may be stuck, slower, or in a different call");
     case WaitFailure::PeerClosed:
-      fail(coilRemoteError, (*call.describe)(), ": rank ", c.peer(), " closed its connection (",
+      fail(coilRemoteError, call.description(), ": rank ", c.peer(), " closed its connection (",
            c.traits().name, ") — it failed, aborted or exited");
     case WaitFailure::PeerDied:
-      fail(coilRemoteError, (*call.describe)(), ": rank ", c.peer(), " died (its process is gone)");
+      fail(coilRemoteError, call.description(), ": rank ", c.peer(), " died (its process is gone)");
     case WaitFailure::Aborted:
-      fail(coilRemoteError, (*call.describe)(), ": communicator aborted");
+      fail(coilRemoteError, call.description(), ": communicator aborted");
   }
   fail(coilInternalError, "unknown wait failure");
 }
 
 // A timeout naming every peer whose input had not arrived, not only the first.
-[[noreturn]] void failTimeout(const ReduceCall& call, const transport::WaitWatch& watch,
-                              const std::vector<int>& missing, const char* transport) {
-  fail(coilTimeout, (*call.describe)(), ": timed out after ", watch.deadline.totalMs(),
+[[noreturn]] void failTimeout(const Call& call, const std::vector<int>& missing,
+                              const char* transport) {
+  fail(coilTimeout, call.description(), ": timed out after ", call.watch.deadline.totalMs(),
        " ms waiting for data from ", rankList(missing), " (", transport, "); ",
        missing.size() == 1 ? "the peer" : "these peers",
        " may be stuck, slower, or in a different call");
 }
 
-void checkArrival(const ReduceCall& call, int peer, uint64_t tag, size_t got, size_t bytes) {
+void checkArrival(const Call& call, int peer, uint64_t tag, size_t got) {
   if (tag != call.tag)
-    fail(coilInvalidUsage, (*call.describe)(), ": mismatched collective with rank ", peer, ": ",
+    fail(coilInvalidUsage, call.description(), ": mismatched collective with rank ", peer, ": ",
          explainMismatch(tag, call.tag));
-  if (got != bytes)
-    fail(coilInvalidUsage, (*call.describe)(), ": rank ", peer, " sent ", got, " bytes where ",
-         bytes, " were expected: the ranks passed different counts");
+  if (got != call.bytes)
+    fail(coilInvalidUsage, call.description(), ": rank ", peer, " sent ", got, " bytes where ",
+         call.bytes, " were expected: the ranks passed different counts");
 }
 
 // What one rank's one-shot keeps between its steps. Thread-local and reused
@@ -94,24 +94,23 @@ OneShotState& oneShotState() {
 // xq = blocks[q] and this rank's term from call.input. In place, our input
 // is overwritten by the first kernel call: keep a copy when a later call
 // still needs it (rank >= 2).
-void reduceInRankOrder(const ReduceCall& call, int rank, OneShotState& st) {
+void reduceInRankOrder(const Call& call, int rank, OneShotState& st) {
   std::vector<const void*>& x = st.blocks;
   const int n = static_cast<int>(x.size());
-  const size_t bytes = call.count * reduce::typeSize(call.type);
   x[rank] = call.input;
   if (n == 1) {  // nothing to reduce, and dividing by one changes nothing
-    if (call.output != call.input) std::memcpy(call.output, call.input, bytes);
+    if (call.output != call.input) std::memcpy(call.output, call.input, call.bytes);
     return;
   }
   if (call.input == call.output && rank >= 2) {
     st.saved.assign(static_cast<const uint8_t*>(call.input),
-                    static_cast<const uint8_t*>(call.input) + bytes);
+                    static_cast<const uint8_t*>(call.input) + call.bytes);
     x[rank] = st.saved.data();
   }
-  const reduce::ReduceFn fn = reduce::kernel(call.type, call.op);
+  const reduce::ReduceFn fn = reduce::kernel(call.type, call.reduceOp);
   fn(call.output, x[0], x[1], call.count);
   for (int q = 2; q < n; ++q) fn(call.output, call.output, x[q], call.count);
-  if (call.op == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
+  if (call.reduceOp == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
 }
 
 // Over every peer's CallerIo, driven by this thread alone. waitAll polls for
@@ -119,11 +118,11 @@ void reduceInRankOrder(const ReduceCall& call, int rank, OneShotState& st) {
 // the abort flag and the deadline between them.
 class CallerIoExecutor {
  public:
-  CallerIoExecutor(const std::vector<transport::Connection*>& peers, int rank,
-                   const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
-                   bool yield, const std::vector<transport::CallerIo*>& io, OneShotState& st)
-      : peers_(peers), rank_(rank), call_(call), watch_(watch), spinUs_(spinUs), yield_(yield),
-        io_(io), st_(st), bytes_(call.count * reduce::typeSize(call.type)) {
+  CallerIoExecutor(const std::vector<transport::Connection*>& peers, int rank, const Call& call,
+                   int spinUs, bool yield, const std::vector<transport::CallerIo*>& io,
+                   OneShotState& st)
+      : peers_(peers), rank_(rank), call_(call), watch_(call.watch), spinUs_(spinUs),
+        yield_(yield), io_(io), st_(st), bytes_(call.bytes) {
     st_.arrived.resize(bytes_ * peers.size());
   }
 
@@ -143,18 +142,18 @@ class CallerIoExecutor {
       for (int q : st_.started) {
         moved |= io_[q]->advance();
         if (!io_[q]->failure().empty())
-          fail(coilRemoteError, (*call_.describe)(), ": ", io_[q]->failure());
+          fail(coilRemoteError, call_.description(), ": ", io_[q]->failure());
         done = done && complete(q);
       }
       if (done) break;
       if (moved) continue;
       if (watch_.abortFlag && watch_.abortFlag->load(std::memory_order_relaxed))
-        fail(coilRemoteError, (*call_.describe)(), ": communicator aborted");
+        fail(coilRemoteError, call_.description(), ": communicator aborted");
       if (watch_.deadline.expired()) {
         std::vector<int> missing;
         for (int q = 0; q < static_cast<int>(io_.size()); ++q)
           if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
-        if (!missing.empty()) failTimeout(call_, watch_, missing, peers_[missing[0]]->traits().name);
+        if (!missing.empty()) failTimeout(call_, missing, peers_[missing[0]]->traits().name);
       }
       if (Clock::now() < spinUntil) {
         if (yield_) sched_yield();
@@ -170,7 +169,7 @@ class CallerIoExecutor {
       size_t got = 0;
       uint64_t tag = 0;
       io_[q]->recvComplete(&got, &tag);
-      checkArrival(call_, q, tag, got, bytes_);
+      checkArrival(call_, q, tag, got);
       st_.blocks[q] = st_.arrived.data() + static_cast<size_t>(q) * bytes_;
     }
   }
@@ -189,7 +188,7 @@ class CallerIoExecutor {
 
   const std::vector<transport::Connection*>& peers_;
   const int rank_;
-  const ReduceCall& call_;
+  const Call& call_;
   const transport::WaitWatch& watch_;
   const int spinUs_;
   const bool yield_;
@@ -202,16 +201,16 @@ class CallerIoExecutor {
 // read in its slot, which done() frees after the reduction.
 class FifoSlotExecutor {
  public:
-  FifoSlotExecutor(const std::vector<transport::Connection*>& peers, int rank,
-                   const ReduceCall& call, const transport::WaitWatch& watch, OneShotState& st)
-      : peers_(peers), rank_(rank), call_(call), watch_(watch), st_(st),
-        bytes_(call.count * reduce::typeSize(call.type)) {}
+  FifoSlotExecutor(const std::vector<transport::Connection*>& peers, int rank, const Call& call,
+                   OneShotState& st)
+      : peers_(peers), rank_(rank), call_(call), watch_(call.watch), st_(st),
+        bytes_(call.bytes) {}
 
   void send(int q) {
     transport::Connection& c = *peers_[q];
     WaitFailure why{};
     void* slot = c.sendFifo().acquire(watch_, &why);
-    if (slot == nullptr) failWait(call_, watch_, c, why, "for buffer space at");
+    if (slot == nullptr) failWait(call_, c, why, "for buffer space at");
     if (bytes_ > c.sendFifo().slotBytes())
       fail(coilInternalError, "one-shot all-reduce of ", bytes_, " bytes exceeds the ",
            c.sendFifo().slotBytes(), "-byte slot to rank ", c.peer());
@@ -238,12 +237,12 @@ class FifoSlotExecutor {
           transport::RecvSlot later;
           for (int p = q + 1; p < n; ++p)
             if (awaited(p) && !peers_[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
-          failTimeout(call_, watch_, missing, c.traits().name);
+          failTimeout(call_, missing, c.traits().name);
         }
-        failWait(call_, watch_, c, why, "for data from");
+        failWait(call_, c, why, "for data from");
       }
-      if (slot.tag != call_.tag) failForeignSlot((*call_.describe)(), q, slot, call_.tag);
-      checkArrival(call_, q, slot.tag, slot.bytes, bytes_);
+      if (slot.tag != call_.tag) failForeignSlot(call_.description(), q, slot, call_.tag);
+      checkArrival(call_, q, slot.tag, slot.bytes);
       st_.blocks[q] = slot.data;
     }
   }
@@ -261,7 +260,7 @@ class FifoSlotExecutor {
  private:
   const std::vector<transport::Connection*>& peers_;
   const int rank_;
-  const ReduceCall& call_;
+  const Call& call_;
   const transport::WaitWatch& watch_;
   OneShotState& st_;
   const size_t bytes_;
@@ -270,10 +269,8 @@ class FifoSlotExecutor {
 }  // namespace
 
 void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
-                          const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
-                          bool yield) {
+                          const Call& call, int spinUs, bool yield) {
   const int n = static_cast<int>(peers.size());
-  const size_t bytes = call.count * reduce::typeSize(call.type);
   const FifoOneShotShape shape{rank, n, call.count};
   OneShotState& st = oneShotState();
   st.reset(n);
@@ -285,13 +282,13 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
   for (int q = 0; q < n && express; ++q) {
     if (q == rank) continue;
     io[q] = peers[q]->callerIo();
-    express = io[q] != nullptr && io[q]->callerIoMaxBytes() >= bytes;
+    express = io[q] != nullptr && io[q]->callerIoMaxBytes() >= call.bytes;
   }
   if (express) {
-    CallerIoExecutor x(peers, rank, call, watch, spinUs, yield, io, st);
+    CallerIoExecutor x(peers, rank, call, spinUs, yield, io, st);
     fifoOneShotProgram(x, shape);
   } else {
-    FifoSlotExecutor x(peers, rank, call, watch, st);
+    FifoSlotExecutor x(peers, rank, call, st);
     fifoOneShotProgram(x, shape);
   }
 }

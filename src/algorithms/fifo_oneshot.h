@@ -16,20 +16,20 @@
 #include <cstddef>
 #include <vector>
 
-#include "algorithms/reduce_call.h"
+#include "algorithms/call.h"
 #include "transports/transport.h"
 
 namespace coil::algo {
 
 /// Runs the one-shot for `rank`; `peers[q]` connects to rank q (nullptr for
-/// this rank). Requires count * typeSize <= the slot size of every FIFO
-/// (and, for the caller-driven path, <= every peer's callerIoMaxBytes).
+/// this rank). Requires call.bytes <= the slot size of every FIFO (and,
+/// for the caller-driven path, <= every peer's callerIoMaxBytes). Waits as
+/// call.watch says.
 /// `spinUs`: how long a caller-driven wait polls before it sleeps in poll(),
 /// calling sched_yield() between polls when `yield`.
 /// Throws coil::Error: coilRemoteError (peer closed, died, abort),
 /// coilTimeout, coilInvalidUsage (the peer is in a different call).
 void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
-                          const ReduceCall& call, const transport::WaitWatch& watch, int spinUs,
-                          bool yield);
+                          const Call& call, int spinUs, bool yield);
 
 }  // namespace coil::algo

@@ -40,17 +40,17 @@ const char* algorithmName(uint32_t algorithm) {
 // check that every peer's slot belongs to this call.
 class WindowExecutor {
  public:
-  WindowExecutor(Window& w, const ReduceCall& call, const transport::WaitWatch& watch,
-                 WindowAlgorithm algorithm, bool streamStores = false, int lockstepSpinUs = 0)
+  WindowExecutor(Window& w, const Call& call, WindowAlgorithm algorithm,
+                 bool streamStores = false, int lockstepSpinUs = 0)
       : w_(w),
         rank_(w.rank()),
         nranks_(w.nranks()),
         call_(call),
-        watch_(watch),
+        watch_(call.watch),
         algorithm_(static_cast<uint32_t>(algorithm)),
-        esize_(reduce::typeSize(call.type)),
-        reduce_(reduce::kernel(call.type, call.op)),
-        divide_(call.op == coilAvg ? reduce::divider(call.type) : nullptr),
+        esize_(call.elementBytes),
+        reduce_(reduce::kernel(call.type, call.reduceOp)),
+        divide_(call.reduceOp == coilAvg ? reduce::divider(call.type) : nullptr),
         copyOut_(streamStores ? streamCopy : plainCopy),
         streamStores_(streamStores),
         lockstepSpinUs_(lockstepSpinUs),
@@ -78,11 +78,11 @@ class WindowExecutor {
       if (q == rank_) continue;
       const uint64_t tag = w_.stampTag(q, slot);
       if (tag != call_.tag)
-        fail(coilInvalidUsage, (*call_.describe)(), ": mismatched collective with rank ", q, ": ",
+        fail(coilInvalidUsage, call_.description(), ": mismatched collective with rank ", q, ": ",
              explainMismatch(tag, call_.tag));
       const uint32_t algorithm = w_.stampAlgorithm(q, slot);
       if (algorithm != algorithm_)
-        fail(coilInvalidUsage, (*call_.describe)(), ": rank ", q, " runs all-reduce algorithm ",
+        fail(coilInvalidUsage, call_.description(), ": rank ", q, " runs all-reduce algorithm ",
              algorithmName(algorithm), " where this rank runs ", algorithmName(algorithm_),
              ": COIL_ALGO must be the same on every rank");
     }
@@ -150,19 +150,19 @@ class WindowExecutor {
         // Every rank that had not posted the step, not only the first.
         std::vector<int> missing = w_.notPosted(step);
         if (missing.empty()) missing.push_back(peer);
-        fail(coilTimeout, (*call_.describe)(), ": timed out after ", watch_.deadline.totalMs(),
+        fail(coilTimeout, call_.description(), ": timed out after ", watch_.deadline.totalMs(),
              " ms waiting for ", rankList(missing), " (", w_.name(), "); ",
              missing.size() == 1 ? "the peer" : "these peers",
              " may be stuck, slower, or in a different call");
       }
       case WaitFailure::PeerClosed:
-        fail(coilRemoteError, (*call_.describe)(), ": rank ", peer, " closed its connection (",
+        fail(coilRemoteError, call_.description(), ": rank ", peer, " closed its connection (",
              w_.name(), ") — it failed, aborted or exited");
       case WaitFailure::PeerDied:
-        fail(coilRemoteError, (*call_.describe)(), ": rank ", peer,
+        fail(coilRemoteError, call_.description(), ": rank ", peer,
              " died (its process is gone)");
       case WaitFailure::Aborted:
-        fail(coilRemoteError, (*call_.describe)(), ": communicator aborted");
+        fail(coilRemoteError, call_.description(), ": communicator aborted");
     }
     fail(coilInternalError, "unknown wait failure");
   }
@@ -172,7 +172,7 @@ class WindowExecutor {
   // one-shot's loops ask for them per rank on a 0.2 µs path.
   int rank_;
   int nranks_;
-  const ReduceCall& call_;
+  const Call& call_;
   const transport::WaitWatch& watch_;
   uint32_t algorithm_;
   size_t esize_;
@@ -189,21 +189,17 @@ class WindowExecutor {
 
 size_t windowOneShotMaxBytes(const Window& window) { return window.slotBytes(); }
 
-void windowOneShotAllReduce(Window& w, const ReduceCall& call,
-                            const transport::WaitWatch& watch) {
-  const size_t esize = reduce::typeSize(call.type);
-  const size_t bytes = call.count * esize;
-  if (bytes > windowOneShotMaxBytes(w))
-    fail(coilInternalError, "one-shot all-reduce of ", bytes, " bytes exceeds the ",
+void windowOneShotAllReduce(Window& w, const Call& call) {
+  if (call.bytes > windowOneShotMaxBytes(w))
+    fail(coilInternalError, "one-shot all-reduce of ", call.bytes, " bytes exceeds the ",
          windowOneShotMaxBytes(w), "-byte window slot");
-  WindowExecutor exec(w, call, watch, WindowAlgorithm::kOneShot);
+  WindowExecutor exec(w, call, WindowAlgorithm::kOneShot);
   windowOneShotProgram(exec, WindowShape{w.rank(), w.nranks(), call.count, 1, call.count,
-                                         bytes <= Window::kInlineBytes});
+                                         call.bytes <= Window::kInlineBytes});
 }
 
-void windowSliceAllReduce(Window& w, const ReduceCall& call, const transport::WaitWatch& watch,
-                          const SliceOptions& options) {
-  const size_t esize = reduce::typeSize(call.type);
+void windowSliceAllReduce(Window& w, const Call& call, const SliceOptions& options) {
+  const size_t esize = call.elementBytes;
   const size_t n = static_cast<size_t>(w.nranks());
   const size_t lineElems = std::max<size_t>(1, kLineBytes / esize);
   // A piece is a whole number of cache-line slices per rank.
@@ -213,7 +209,7 @@ void windowSliceAllReduce(Window& w, const ReduceCall& call, const transport::Wa
   if (pieceElems * esize > w.slotBytes())
     fail(coilInternalError, "slice all-reduce: ", n, " cache-line slices do not fit a ",
          w.slotBytes(), "-byte window slot");
-  WindowExecutor exec(w, call, watch, WindowAlgorithm::kSlice, options.streamStores,
+  WindowExecutor exec(w, call, WindowAlgorithm::kSlice, options.streamStores,
                       options.lockstepSpinUs);
   windowSliceProgram(exec, WindowShape{w.rank(), w.nranks(), call.count, lineElems, pieceElems,
                                        false});

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "algorithms/reduce_call.h"
+#include "algorithms/call.h"
 #include "transports/window.h"
 
 namespace coil::algo {
@@ -48,14 +48,14 @@ struct SliceOptions {
 /// The largest message (bytes) windowOneShotAllReduce accepts.
 size_t windowOneShotMaxBytes(const transport::Window& window);
 
-/// One-shot all-reduce; requires count * typeSize <= windowOneShotMaxBytes.
+/// One-shot all-reduce; requires call.bytes <= windowOneShotMaxBytes. Waits
+/// as call.watch says.
 /// Throws coil::Error: coilRemoteError (peer closed, died, or abort),
 /// coilTimeout, coilInvalidUsage (a peer is in a different call).
-void windowOneShotAllReduce(transport::Window& window, const ReduceCall& call,
-                            const transport::WaitWatch& watch);
+void windowOneShotAllReduce(transport::Window& window, const Call& call);
 
 /// Slice-parallel all-reduce, any count. Throws like windowOneShotAllReduce.
-void windowSliceAllReduce(transport::Window& window, const ReduceCall& call,
-                          const transport::WaitWatch& watch, const SliceOptions& options);
+void windowSliceAllReduce(transport::Window& window, const Call& call,
+                          const SliceOptions& options);
 
 }  // namespace coil::algo

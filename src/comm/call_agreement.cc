@@ -53,44 +53,55 @@ std::string describeRecord(const CallRecord& r) {
 
 }  // namespace
 
-uint64_t Communicator::agreementTag(const CollectiveCall& c, uint32_t seq) const {
+uint64_t Communicator::agreementTag(algo::CollKind kind, uint32_t seq) const {
   // Only the call number and the collective: ranks that differ in count,
   // type, op or root must get through the exchange to compare records.
-  return algo::Fingerprint{seq + seqSalt_, c.kind, coilInt8, coilSum, 0}.encode();
+  return algo::Fingerprint{seq + seqSalt_, kind, coilInt8, coilSum, 0}.encode();
 }
 
-void Communicator::agreeOnCall(const CollectiveCall& c, uint32_t seq,
-                               const std::function<std::string()>& describe,
-                               const transport::WaitWatch& watch) {
-  const CallRecord mine{static_cast<uint32_t>(c.kind), static_cast<int32_t>(c.type),
-                        static_cast<int32_t>(c.op), c.root, c.count};
+void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
+  const CallRecord mine{static_cast<uint32_t>(call.kind), static_cast<int32_t>(call.type),
+                        static_cast<int32_t>(call.op), call.root, call.count};
   std::vector<CallRecord> all(static_cast<size_t>(nranks_));
   all[static_cast<size_t>(rank_)] = mine;
-  const uint64_t tag = agreementTag(c, seq);
   const size_t bytes = all.size() * sizeof(CallRecord);
+  // The exchange is a call of its own (its buffers, size and fingerprint);
+  // it waits, and describes itself, as the call it checks.
+  auto exchange = [&](algo::CollKind kind, coilDataType_t type, size_t elementBytes,
+                      size_t blockBytes) {
+    return algo::Call{.kind = kind,
+                      .sendbuff = all.data(),
+                      .recvbuff = all.data(),
+                      .input = all.data(),
+                      .output = all.data(),
+                      .count = blockBytes / elementBytes,
+                      .elementBytes = elementBytes,
+                      .bytes = blockBytes,
+                      .type = type,
+                      .op = coilSum,
+                      .reduceOp = coilSum,
+                      .root = 0,
+                      .tag = agreementTag,
+                      .sliceElems = sliceBytes_ / elementBytes,
+                      .chunkElems = sliceBytes_ / elementBytes,
+                      .watch = call.watch,
+                      .describe = call.describe};
+  };
   if (model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot, bytes)) {
     // An all-gather as the fastest small all-reduce there is (the window,
     // or tcp's express socket): every rank's record in its own block, zeros
     // elsewhere, summed.
-    const CollectiveCall gather{algo::CollKind::AllReduce, all.data(), all.data(),
-                                bytes / sizeof(uint64_t), coilUint64, coilSum, 0};
-    runDirect(gather, tune::Algo::kOneShot, all.data(), tag, describe, watch);
+    runDirect(exchange(algo::CollKind::AllReduce, coilUint64, sizeof(uint64_t), bytes),
+              tune::Algo::kOneShot);
   } else {
-    algo::CallData data;
-    data.input = data.output = all.data();
-    data.count = sizeof(CallRecord);
-    data.type = coilUint8;
-    data.op = coilSum;
-    data.rank = rank_;
-    data.nranks = nranks_;
-    data.tag = tag;
-    data.description = describe();
-    algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
-    algo::ringAllGather(exec, algo::CallShape{rank_, nranks_, sizeof(CallRecord), sliceBytes_, 0});
+    // A ring all-gather of one record (in bytes) per rank.
+    const algo::Call gather = exchange(algo::CollKind::AllGather, coilUint8, 1, sizeof(CallRecord));
+    algo::FifoExecutor exec(peers_, gather);
+    algo::ringAllGather(exec, algo::shapeOf(gather, rank_, nranks_));
   }
   for (int q = 0; q < nranks_; ++q) {
     if (all[static_cast<size_t>(q)] == mine) continue;
-    fail(coilInvalidUsage, describe(), ": mismatched call: rank ", q, " called ",
+    fail(coilInvalidUsage, call.description(), ": mismatched call: rank ", q, " called ",
          describeRecord(all[static_cast<size_t>(q)]), " where rank ", rank_, " called ",
          describeRecord(mine));
   }

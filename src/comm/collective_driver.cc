@@ -1,5 +1,6 @@
-// From one API call to one algorithm run: pick the algorithm (tune/), set up
-// the buffers the algorithm expects, stamp the fingerprint, then run either
+// From one API call to one algorithm run: build the call value once
+// (algorithms/call.h), pick the algorithm (tune/), stamp the fingerprint,
+// set up the buffers the algorithm expects, then run either
 //   - a direct all-reduce (one-shot or slice over the shared window, or the
 //     one-shot over FIFOs): runDirect, or
 //   - a per-rank program over Primitives on the FIFO executor.
@@ -12,11 +13,13 @@
 #include <sstream>
 #include <vector>
 
+#include "algorithms/call.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fifo_oneshot.h"
 #include "algorithms/registry.h"
 #include "algorithms/tree_shape.h"
 #include "algorithms/window_allreduce.h"
+#include "comm/call_of.h"
 #include "comm/communicator.h"
 #include "comm/mismatch_probe.h"
 #include "comm/model_bytes.h"
@@ -63,7 +66,7 @@ Deadline callDeadline(const void* comm, int64_t timeoutMs) {
 
 // "allreduce #12 (1024 x float32, sum)", for messages and logs.
 struct CallText {
-  const CollectiveCall& c;
+  const algo::Call& c;
   uint32_t seq;
   std::string operator()() const {
     std::ostringstream desc;
@@ -93,28 +96,30 @@ void Communicator::collective(const CollectiveCall& call) {
   }
 }
 
-void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
-  const size_t esize = reduce::typeSize(c.type);
-  const size_t sliceElems = sliceBytes_ / esize;
+void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
+  algo::Call call = callOf(asked);
+  call.sliceElems = sliceBytes_ / call.elementBytes;
 
   const bool logTune = log::enabled(log::Level::Info, log::kTune);
   std::vector<tune::Prediction> predictions;
-  const tune::Choice choice = tune::choose(model_, c.kind, modelBytes(c, nranks_), algoOverride_,
-                                           logTune ? &predictions : nullptr);
+  const tune::Choice choice =
+      tune::choose(model_, call.kind, modelBytes(call.kind, call.bytes, nranks_), algoOverride_,
+                   logTune ? &predictions : nullptr);
   flight_.setAlgorithm(tune::algoName(choice.algorithm));
   // Whole slices, at most half the FIFO (the model's chunk never exceeds it).
   const size_t slicesPerChunk =
       std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
-  const size_t chunkElems = sliceElems * slicesPerChunk;
+  call.chunkElems = call.sliceElems * slicesPerChunk;
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
-  const uint64_t tag = algo::Fingerprint{seq + seqSalt_, c.kind, c.type,
-                                         hasOp(c.kind) ? c.op : coilSum,
-                                         c.count ^ (static_cast<uint64_t>(c.root) << 48)}
-                           .encode();
+  call.tag = algo::Fingerprint{seq + seqSalt_, call.kind, call.type,
+                               hasOp(call.kind) ? call.op : coilSum,
+                               call.count ^ (static_cast<uint64_t>(call.root) << 48)}
+                 .encode();
   // Text for messages and logs; built only when one needs it. (Held by
   // reference, the std::function never allocates on this per-call path.)
-  const CallText text{c, seq};
+  const CallText text{call, seq};
   const std::function<std::string()> describe = std::cref(text);
+  call.describe = &describe;
   if (logTune) {
     std::ostringstream costs;
     for (const auto& p : predictions) costs << " " << tune::algoName(p.algorithm) << "=" << p.microseconds << "us";
@@ -129,82 +134,72 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
   }
 
   // A pre-multiplied sum scales this rank's input once, then sums.
-  const void* input = c.sendbuff;
-  coilRedOp_t op = c.op;
   std::vector<uint8_t> scaled;
-  if (hasOp(c.kind) && !reduce::validOp(c.op)) {
-    const PreMulSum& pm = preMulOps_.at(c.op);
-    const size_t elems = c.kind == CollKind::ReduceScatter ? c.count * nranks_ : c.count;
+  if (hasOp(call.kind) && !reduce::validOp(call.op)) {
+    const PreMulSum& pm = preMulOps_.at(call.op);
+    const size_t blocks = call.kind == CollKind::ReduceScatter ? static_cast<size_t>(nranks_) : 1;
+    const size_t elems = call.count * blocks;
+    const size_t esize = call.elementBytes;
     const void* scalar = pm.scalarPtr ? pm.scalarPtr : pm.immediate.data();
-    scaled.resize(elems * esize);
+    scaled.resize(call.bytes * blocks);
     std::vector<uint8_t> splat(std::min<size_t>(elems, 4096) * esize);
     for (size_t i = 0; i * esize < splat.size(); ++i) std::memcpy(&splat[i * esize], scalar, esize);
-    auto mul = reduce::kernel(c.type, coilProd);
+    auto mul = reduce::kernel(call.type, coilProd);
     for (size_t o = 0; o < elems; o += 4096) {
       size_t n = std::min<size_t>(4096, elems - o);
-      mul(&scaled[o * esize], static_cast<const uint8_t*>(c.sendbuff) + o * esize, splat.data(), n);
+      mul(&scaled[o * esize], static_cast<const uint8_t*>(call.sendbuff) + o * esize, splat.data(),
+          n);
     }
-    input = scaled.data();
-    op = coilSum;
+    call.input = scaled.data();
+    call.reduceOp = coilSum;
   }
 
   // The FIFO waits of one collective poll (yielding) for up to COIL_SPIN_US
   // before sleeping: after the first slice the peers are inside the same call.
-  transport::WaitWatch watch{callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
+  call.watch = {callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
   // Rooted collectives first check that every rank is in the same call
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
-  const uint64_t agreement = algo::hasRoot(c.kind) && nranks_ > 1 ? agreementTag(c, seq) : 0;
-  const MismatchProbe probe(peers_, window_.get(), rank_, tag, agreement, describe);
-  watch.stall = &probe;
-  if (agreement != 0) agreeOnCall(c, seq, describe, watch);
-  CollectiveCall direct = c;
-  direct.op = op;
-  if (runDirect(direct, choice.algorithm, input, tag, describe, watch)) return;
-
-  algo::CallData data;
-  data.input = input;
-  data.output = c.recvbuff;
-  data.count = c.count;
-  data.type = c.type;
-  data.op = op;
-  data.rank = rank_;
-  data.nranks = nranks_;
-  data.tag = tag;
+  const uint64_t agreement =
+      algo::hasRoot(call.kind) && nranks_ > 1 ? agreementTag(call.kind, seq) : 0;
+  const MismatchProbe probe(peers_, window_.get(), rank_, call.tag, agreement, describe);
+  call.watch.stall = &probe;
+  if (agreement != 0) agreeOnCall(call, agreement);
+  if (runDirect(call, choice.algorithm)) return;
 
   // The buffers as the program's layout wants them (algorithms/registry.h).
   const algo::AlgorithmProgram* program =
-      algo::findProgram(c.kind, tune::algoName(choice.algorithm));
+      algo::findProgram(call.kind, tune::algoName(choice.algorithm));
   if (!program || !program->program)
     fail(coilInternalError, describe(), ": no FIFO program for algorithm ",
          tune::algoName(choice.algorithm));
-  const size_t bytes = c.count * esize;
-  uint8_t* out = static_cast<uint8_t*>(c.recvbuff);
-  const uint8_t* in = static_cast<const uint8_t*>(data.input);
+  const size_t bytes = call.bytes;
+  uint8_t* out = static_cast<uint8_t*>(call.recvbuff);
+  const uint8_t* in = static_cast<const uint8_t*>(call.input);
   switch (program->layout) {
     case algo::Layout::kSeparate: break;
     case algo::Layout::kInPlace:
     case algo::Layout::kInPlaceAtRoot:
-      if ((program->layout == algo::Layout::kInPlace || rank_ == c.root) && out != in)
+      if ((program->layout == algo::Layout::kInPlace || rank_ == call.root) && out != in)
         std::memmove(out, in, bytes);
-      data.input = c.recvbuff;
+      call.input = call.recvbuff;
       break;
     case algo::Layout::kInPlaceOwnBlock: {
       uint8_t* mine = out + static_cast<size_t>(rank_) * bytes;
       if (mine != in) std::memmove(mine, in, bytes);
-      data.input = c.recvbuff;
+      call.input = call.recvbuff;
       break;
     }
     case algo::Layout::kAccumulate:
       // The root accumulates in its recvbuff; another rank with two
       // children in scratch (its recvbuff is not the caller's to write);
       // the others only read their input.
-      if (rank_ == c.root) {
+      if (rank_ == call.root) {
         if (out != in) std::memmove(out, in, bytes);
-        data.input = c.recvbuff;
-      } else if (algo::treeNode(0, rank_, nranks_, c.root).children() == 2) {
+        call.input = call.recvbuff;
+      } else if (algo::treeNode(0, rank_, nranks_, call.root).children() == 2) {
         if (reduceScratch_.size() < bytes) reduceScratch_.resize(bytes);
         std::memcpy(reduceScratch_.data(), in, bytes);
-        data.input = data.output = reduceScratch_.data();
+        call.input = call.output = reduceScratch_.data();
       }
       break;
     case algo::Layout::kScratch: {
@@ -213,51 +208,46 @@ void Communicator::runScheduled(const CollectiveCall& c, uint32_t seq) {
       const size_t all = bytes * static_cast<size_t>(nranks_);
       if (reduceScratch_.size() < all) reduceScratch_.resize(all);
       std::memcpy(reduceScratch_.data(), in, all);
-      data.input = data.output = reduceScratch_.data();
+      call.input = call.output = reduceScratch_.data();
       break;
     }
   }
-  if (program->outputAtOwnBlock) data.outputOrigin = c.count * static_cast<size_t>(rank_);
+  if (program->outputAtOwnBlock) call.outputOrigin = call.count * static_cast<size_t>(rank_);
 
-  data.description = describe();
-  COIL_INFO(kColl, data.description, ": ", tune::algoName(choice.algorithm), ", chunk ", chunkElems,
-            " elements");
+  if (log::enabled(log::Level::Info, log::kColl))
+    COIL_INFO(kColl, describe(), ": ", tune::algoName(choice.algorithm), ", chunk ",
+              call.chunkElems, " elements");
 
-  algo::CallShape shape{rank_, nranks_, c.count, chunkElems, c.root, &hostOfRank_};
-  algo::FifoExecutor exec(peers_, sliceBytes_, watch, data);
-  program->program(exec, shape);
+  algo::FifoExecutor exec(peers_, call);
+  program->program(exec, algo::shapeOf(call, rank_, nranks_, &hostOfRank_));
   if (program->layout == algo::Layout::kScratch)
-    std::memcpy(c.recvbuff, reduceScratch_.data() + static_cast<size_t>(rank_) * bytes, bytes);
+    std::memcpy(call.recvbuff, reduceScratch_.data() + static_cast<size_t>(rank_) * bytes, bytes);
 }
 
 // The all-reduce algorithms that are not Primitives programs: the one-shot
 // (through the window, or through the FIFOs) and the slice-parallel
 // all-reduce through the window. False when `algorithm` is none of them.
-bool Communicator::runDirect(const CollectiveCall& c, tune::Algo algorithm, const void* input,
-                             uint64_t tag, const std::function<std::string()>& describe,
-                             const transport::WaitWatch& watch) {
-  if (c.kind != CollKind::AllReduce && c.kind != CollKind::Barrier) return false;
+bool Communicator::runDirect(const algo::Call& call, tune::Algo algorithm) {
+  if (call.kind != CollKind::AllReduce && call.kind != CollKind::Barrier) return false;
   if (algorithm != tune::Algo::kOneShot && algorithm != tune::Algo::kSlice) return false;
   if (log::enabled(log::Level::Info, log::kColl))
-    COIL_INFO(kColl, describe(), ": ", tune::algoName(algorithm),
+    COIL_INFO(kColl, call.description(), ": ", tune::algoName(algorithm),
               window_ ? " through the shared window" : " through the FIFOs");
-  const algo::ReduceCall call{input, c.recvbuff, c.count, c.type, c.op, tag, &describe};
-  const size_t bytes = c.count * reduce::typeSize(c.type);
-  const tune::WaitPlan plan = spin_.planFor(bytes);
+  const tune::WaitPlan plan = spin_.planFor(call.bytes);
   const auto start = plan.measure ? Clock::now() : Clock::time_point{};
   if (algorithm == tune::Algo::kSlice) {
     window_->setPolling(plan.spinUs, plan.yield);
-    algo::windowSliceAllReduce(*window_, call, watch,
-                               {model_.slicePieceBytes(), bytes >= model_.streamFromBytes(),
+    algo::windowSliceAllReduce(*window_, call,
+                               {model_.slicePieceBytes(), call.bytes >= model_.streamFromBytes(),
                                 maxSpinUs_});
   } else if (window_) {
     window_->setPolling(plan.spinUs, plan.yield);
-    algo::windowOneShotAllReduce(*window_, call, watch);
+    algo::windowOneShotAllReduce(*window_, call);
   } else {
-    algo::fifoOneShotAllReduce(peers_, rank_, call, watch, plan.spinUs, plan.yield);
+    algo::fifoOneShotAllReduce(peers_, rank_, call, plan.spinUs, plan.yield);
   }
   if (plan.measure)
-    spin_.record(bytes, plan,
+    spin_.record(call.bytes, plan,
                  std::chrono::duration<double, std::micro>(Clock::now() - start).count());
   return true;
 }

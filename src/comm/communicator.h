@@ -16,13 +16,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "algorithms/call.h"
 #include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/link_set.h"
@@ -181,11 +181,9 @@ class Communicator {
   void runScheduled(const CollectiveCall& call, uint32_t seq);
   // The fingerprint of a rooted call's agreement step, and the step itself
   // (call_agreement.cc): every rank fails if any rank is in another call.
-  uint64_t agreementTag(const CollectiveCall& call, uint32_t seq) const;
-  void agreeOnCall(const CollectiveCall& call, uint32_t seq,
-                   const std::function<std::string()>& describe, const transport::WaitWatch& watch);
-  bool runDirect(const CollectiveCall& call, tune::Algo algorithm, const void* input, uint64_t tag,
-                 const std::function<std::string()>& describe, const transport::WaitWatch& watch);
+  uint64_t agreementTag(algo::CollKind kind, uint32_t seq) const;
+  void agreeOnCall(const algo::Call& call, uint64_t agreementTag);
+  bool runDirect(const algo::Call& call, tune::Algo algorithm);
 
   struct PreMulSum {
     coilDataType_t type;

@@ -2,6 +2,7 @@
 // calls of a group, without running them (tune/tuner.h has the model).
 #include <algorithm>
 
+#include "comm/call_of.h"
 #include "comm/communicator.h"
 #include "comm/model_bytes.h"
 #include "reduce/reduce.h"
@@ -10,7 +11,7 @@ namespace coil {
 
 double Communicator::estimateUs(const CollectiveCall& call) const {
   if (call.count == 0) return 0;
-  const size_t bytes = modelBytes(call, nranks_);
+  const size_t bytes = modelBytes(call.kind, callOf(call).bytes, nranks_);
   const tune::Choice choice = tune::choose(model_, call.kind, bytes, algoOverride_, nullptr);
   return model_.predictUs(call.kind, choice.algorithm, bytes);
 }

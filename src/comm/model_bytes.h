@@ -5,22 +5,21 @@
 
 #include <cstddef>
 
-#include "comm/communicator.h"
-#include "reduce/reduce.h"
+#include "algorithms/fingerprint.h"
 
 namespace coil {
 
-/// Bytes the cost model sees: the per-rank buffer, or all blocks together
-/// for the collectives whose buffer holds one block per rank.
-inline size_t modelBytes(const CollectiveCall& c, int nranks) {
-  const size_t b = c.count * reduce::typeSize(c.type);
-  switch (c.kind) {
+/// Bytes the cost model sees for a call of `kind` whose block is `bytes`:
+/// the per-rank buffer, or all blocks together for the collectives whose
+/// buffer holds one block per rank.
+inline size_t modelBytes(algo::CollKind kind, size_t bytes, int nranks) {
+  switch (kind) {
     case algo::CollKind::AllGather:
     case algo::CollKind::ReduceScatter:
     case algo::CollKind::AllToAll:
     case algo::CollKind::Gather:
-    case algo::CollKind::Scatter: return b * static_cast<size_t>(nranks);
-    default: return b;
+    case algo::CollKind::Scatter: return bytes * static_cast<size_t>(nranks);
+    default: return bytes;
   }
 }
 

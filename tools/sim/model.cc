@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "comm/call_of.h"
 #include "comm/model_bytes.h"
 #include "transports/transport.h"
 #include "tune/tuner.h"
@@ -95,8 +96,9 @@ std::optional<double> tunerPredictionUs(const Simulation& s, const CostParams& p
   if (!tune::parseAlgo(r.algorithm->name, &algorithm)) return std::nullopt;
   const tune::Cost cost{p.alphaUs, p.betaUsPerB, p.gammaUsPerB, 1.0};
   const tune::Model model = modelFor(s, cost, algorithm);
-  const CollectiveCall call{r.collective, nullptr, nullptr, r.count, coilFloat32, coilSum, r.root};
-  return model.predictUs(r.collective, algorithm, modelBytes(call, r.nranks));
+  const algo::Call call =
+      callOf({r.collective, nullptr, nullptr, r.count, coilFloat32, coilSum, r.root});
+  return model.predictUs(r.collective, algorithm, modelBytes(call.kind, call.bytes, r.nranks));
 }
 
 }  // namespace coil::sim
