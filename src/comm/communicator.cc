@@ -1,11 +1,9 @@
 #include "comm/communicator.h"
-#include "comm/cpu_share.h"
 
 #include "algorithms/failure_notice.h"
 
 #include <thread>
 #include <chrono>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fingerprint.h"
 #include "algorithms/ring.h"
+#include "comm/cpu_share.h"
 #include "comm/host_identity.h"
 #include "comm/model_agreement.h"
 #include "core/cpu_cache.h"
@@ -70,8 +69,6 @@ struct SliceRecord {
   uint64_t slotCount;
 };
 
-// Ranks that outnumber the cores must not poll long before sleeping: the
-// rank they wait for may need the very core they poll on.
 // Ids of communicators in this process, for link claims (0 is "unclaimed").
 std::atomic<uint64_t> nextCommunicatorId{1};
 

@@ -117,9 +117,7 @@ void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds
   // The least of a way's first kFirstSamples (a peer still busy with its
   // own first calls makes single calls of 70-150 µs whatever the way: they
   // must not decide), then an exponential average of the last ~8 samples:
-  // recent load counts most.
-  // An outlier counts as kOutlierFactor times the average, and has the
-  // next calls timed: a stall that lasts shows in them.
+  // recent load counts most. Outliers and retries: spin_advisor.h.
   double& avg = c.averageUs[arm];
   if (c.samples[arm] == 0) {
     avg = microseconds;
@@ -137,8 +135,7 @@ void SpinAdvisor::record(size_t bytes, const WaitPlan& plan, double microseconds
     }
     // A retry of the preferred way that beats the way in use takes over at
     // once: it just showed the preferred way works again.
-    if (arm == preferred() && arm != c.best && c.best >= 0 &&
-        microseconds < kSwitchBelow * c.averageUs[c.best])
+    if (arm == preferred() && arm != c.best && microseconds < kSwitchBelow * c.averageUs[c.best])
       avg = microseconds;
     else
       avg += (microseconds - avg) / 8.0;

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "coil.h"
+#include "harness/asan_allocator.h"
 
 namespace {
 
@@ -87,20 +88,8 @@ int waitOrKill(pid_t pid, Clock::time_point deadline) {
   _exit(result);
 }
 
-// Whether this build's malloc is AddressSanitizer's: gcc 12's sanitizer
-// allocator holds its own locks across fork, so a rank forked while the
-// root thread allocates can hang inside malloc (seen: both ranks on one
-// lock in the allocator's region) before anything of coil's matters. The
-// release build runs this test.
-constexpr bool kAsanAllocator =
-#ifdef __SANITIZE_ADDRESS__
-    true;
-#else
-    false;
-#endif
-
 TEST(ForkAfterUniqueId, RanksForkedAtOnceAfterTheIdAllStart) {
-  if (kAsanAllocator)
+  if (coil::test::kAsanAllocator)
     GTEST_SKIP() << "this build's AddressSanitizer allocator is not fork-safe with a thread "
                     "allocating; the release build runs this test";
   constexpr int kRounds = 300;

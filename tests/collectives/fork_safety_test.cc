@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "coil.h"
+#include "harness/asan_allocator.h"
 
 namespace {
 
@@ -89,16 +90,7 @@ void failingCalls(std::atomic<bool>& stop) {
   while (!stop.load()) coilCommCount(nullptr, &n);
 }
 
-// Whether this build's malloc is AddressSanitizer's. gcc 12's sanitizer
-// allocator keeps its own locks and releases none of them across fork, so a
-// child of threads that were allocating can hang inside malloc, before any
-// lock of coil's matters (seen: a child stuck in SizeClassAllocator64).
-constexpr bool kAsanAllocator =
-#ifdef __SANITIZE_ADDRESS__
-    true;
-#else
-    false;
-#endif
+using coil::test::kAsanAllocator;
 
 TEST(ForkSafety, AChildCanLogWhileParentThreadsWereLogging) {
   if (kAsanAllocator)

@@ -183,11 +183,11 @@ class ShmWindow final : public Window {
     HeadLine& head = control(rank_)->mail[step % kSlots].head;
     head.tag = image.tag;
     head.algorithm = image.algorithm;
-    if (image.bytes != 0) std::memcpy(head.data, image.data, kHeadBytes);
+    std::memcpy(head.data, image.data, image.bytes);
     image.bytes = 0;
     // seq_cst store, then seq_cst loads in allPosted: of two ranks posting
     // at once, at least one sees the other, so the last one wakes sleepers.
-    control(rank_)->mail[step % kSlots].head.step.store(step, std::memory_order_seq_cst);
+    head.step.store(step, std::memory_order_seq_cst);
     if (hub_->sleepers.load(std::memory_order_seq_cst) != 0 && allPosted(step)) {
       hub_->generation.fetch_add(1, std::memory_order_seq_cst);
       futexWakeAll(&hub_->generation);
