@@ -82,12 +82,14 @@ void splitNow(coilComm* comm, int color, int key, coilComm_t* newcomm, CommOptio
                           share ? c.sharedLinksFor(plan) : SharedLinks{});
 }
 
-coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& opts,
+coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommOptions& options,
                        InitMode mode, SharedLinks share) {
   auto h = std::make_unique<coilComm>();
   h->rank = rank;
   h->nranks = nranks;
   attachDevice(h.get());  // as NCCL: the device current at init is the communicator's
+  CommOptions opts = options;
+  opts.cudaDevice = h->device;  // the ranks learn which of them share a device and a process
   registerHandle(h.get());  // live from the start: init records its errors on it
   coilComm* raw = h.get();
   if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {
@@ -208,11 +210,12 @@ coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist) {
     if (comms == nullptr) fail(coilInvalidArgument, "comms is NULL");
     if (ndev < 1) fail(coilInvalidArgument, "ndev must be >= 1 (got ", ndev, ")");
     // Ranks that are threads of one process share the device's hardware
-    // queues, and one rank's staging copies can sit in a queue behind
-    // another rank's wait (staged_stream.h): eight ranks on one H100 hung
-    // with the default 8 queues and passed with 32. So ask for every queue,
-    // unless the application chose a number. (It takes effect where CUDA
-    // has not made its context yet, as when these are its first CUDA calls.)
+    // queues. Ranks on one device call in host order (staged_stream.h), so
+    // no stream waits and nothing can deadlock, but streams that share a
+    // queue still run one after another: ask for every queue, unless the
+    // application chose a number, so that the ranks' copies can overlap.
+    // (It takes effect where CUDA has not made its context yet, as when
+    // these are its first CUDA calls.)
     if (ndev > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
     // Several ranks on one device are allowed (unlike NCCL): with one GPU,
     // devlist {0, 0, 0} gives three ranks on it. devlist NULL: 0 .. ndev-1,

@@ -101,6 +101,8 @@ const HostOf& hostBuffersAsTheyAre() { return kSameBuffers; }
 void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
                      coilStream_t stream, const char* what, CallWork work) {
   std::string name = what;
+  const auto order = usable(comm).sharesDeviceInProcess() ? device::StagedStream::Order::kHost
+                                                          : device::StagedStream::Order::kStream;
   stagedStreamOf(comm).enqueue(
       ranges,
       [comm, name, work = std::move(work)](const HostOf& hostOf) {
@@ -110,7 +112,7 @@ void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ran
           throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
         }
       },
-      stream);
+      stream, order);
 }
 
 void drainStaged(coilComm* comm) {

@@ -62,6 +62,7 @@ struct RankRecord {
   transport::PeerInfo peer;
   uint32_t version;
   char forcedTransport[16];  // netName or COIL_TRANSPORT, or empty
+  int32_t cudaDevice;        // CommOptions::cudaDevice
 };
 
 struct SliceRecord {
@@ -239,6 +240,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   me.peer = {localHostHash(), static_cast<int32_t>(getpid()), rank_};
   me.version = COIL_VERSION_CODE;
   std::snprintf(me.forcedTransport, sizeof me.forcedTransport, "%s", forced.c_str());
+  me.cudaDevice = options_.cudaDevice;
   bootstrap_->allGather(records.data(), sizeof(RankRecord));
 
   std::vector<transport::PeerInfo> infos;
@@ -254,6 +256,9 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
                          strnlen(rec.forcedTransport, sizeof rec.forcedTransport), 32),
            "', rank ", rank_, " has '", me.forcedTransport, "'");
     infos.push_back(rec.peer);
+    if (r != rank_ && me.cudaDevice >= 0 && rec.cudaDevice == me.cudaDevice &&
+        rec.peer.hostHash == me.peer.hostHash && rec.peer.pid == me.peer.pid)
+      sharesDeviceInProcess_ = true;
   }
 
   // Which ranks share a host, as dense indexes by first appearance: the

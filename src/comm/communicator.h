@@ -73,6 +73,7 @@ struct CommOptions {
   std::string name;                    // label for logs
   int splitShare = -1;                 // coilConfig_t.splitShare; -1: not set
   std::string transport;               // coilConfig_t.netName as a transport; empty: not set
+  int cudaDevice = -1;                 // the device of this rank's stream calls; -1: none
 };
 
 /// The parent ranks that remain after excluding `excluded`, in order.
@@ -97,6 +98,10 @@ class Communicator {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  /// True when another rank of this communicator is a thread of this
+  /// process with the same CUDA device: their streams share the device's
+  /// hardware queues (device/staged_stream.h says why that matters).
+  bool sharesDeviceInProcess() const { return sharesDeviceInProcess_; }
   /// The transport of this rank's link to `peer` and why it was chosen
   /// ({"tcp", "not shm: another host"}); {"self", ""} for this rank.
   std::pair<std::string, std::string> linkReport(int peer) const;
@@ -201,6 +206,7 @@ class Communicator {
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
+  bool sharesDeviceInProcess_ = false;
   std::vector<std::string> linkReason_;        // by rank: why its link's transport (linkReport)
   struct Registration {
     void* buffer;

@@ -147,11 +147,17 @@ std::vector<StagedStream::Trip> StagedStream::trips(const std::vector<DeviceRang
   return out;
 }
 
-void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream) {
-  std::lock_guard<std::mutex> order(enqueueMutex_);
+void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream,
+                           Order order) {
+  std::lock_guard<std::mutex> inOrder(enqueueMutex_);
   Job job;
   job.spans = layout(ranges, &job.total);
   job.inBlock = job.total <= stagingBytes_;
+  if (order == Order::kHost) {
+    job.body = std::move(body);
+    runInHostOrder(job, ranges, stream);
+    return;
+  }
   try {
     enqueueOn(job, ranges, stream);
     job.body = std::move(body);
@@ -221,6 +227,48 @@ void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, S
         copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
       if (j + 1 < job.outbound.size()) recordOn(t);  // the proxy refills the block after it
     }
+  }
+  recordEvent(blockFree_, stream);
+}
+
+// The host-order call (staged_stream.h): the same copies as enqueueOn, with
+// the host waiting for the stream where enqueueOn has the stream wait for
+// the proxy. The block's next user waits for blockFree_ whatever happens,
+// so it is recorded on every way out.
+void StagedStream::runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream) {
+  waitEvent(stream, blockFree_);
+  try {
+    if (job.inBlock) {
+      for (const DeviceRange& r : ranges)
+        if (r.in && r.bytes > 0) copyAsync(stagedAddress(job.spans, block_, r.ptr), r.ptr, r.bytes, stream);
+      syncStream(stream);
+      job.body([&](const void* p) -> void* { return stagedAddress(job.spans, block_, p); });
+      for (const DeviceRange& r : ranges)
+        if (r.out && r.bytes > 0)
+          copyAsync(const_cast<void*>(r.ptr), stagedAddress(job.spans, block_, r.ptr), r.bytes, stream);
+    } else {
+      uint8_t* host = hostStaging(job.total);
+      for (const Trip& t : trips(ranges, job.spans, true)) {
+        for (const Piece& p : t.pieces) copyAsync(block_ + p.blockOffset, p.device, p.bytes, stream);
+        syncStream(stream);
+        for (const Piece& p : t.pieces) std::memcpy(host + p.hostOffset, block_ + p.blockOffset, p.bytes);
+      }
+      job.body([&](const void* p) -> void* { return stagedAddress(job.spans, host, p); });
+      bool first = true;
+      for (const Trip& t : trips(ranges, job.spans, false)) {
+        if (!first) syncStream(stream);  // the previous trip's copies out have left the block
+        first = false;
+        for (const Piece& p : t.pieces) std::memcpy(block_ + p.blockOffset, host + p.hostOffset, p.bytes);
+        for (const Piece& p : t.pieces)
+          copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
+      }
+    }
+  } catch (...) {
+    try {
+      recordEvent(blockFree_, stream);
+    } catch (const Error&) {
+    }
+    throw;
   }
   recordEvent(blockFree_, stream);
 }

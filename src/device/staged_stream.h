@@ -41,6 +41,21 @@
 // other streams wait for the block's previous user first, so the block is
 // never written under another call.
 //
+// Ranks that are threads of one process on one device are the exception
+// (Order::kHost). Their streams share the device's hardware queues, so one
+// rank's copies, or its thread's copy on the legacy stream, can sit behind
+// another rank's wait for a call that this rank has yet to make: they
+// deadlock, whatever the number of queues (two H100 runs, 2026-11-26: eight
+// ranks hung with 32 queues; four did once streams, made and destroyed
+// test after test, came round to a queue in use). A call in host order
+// puts no wait on any stream: it copies the inputs in on the caller's
+// stream, waits on the host for that stream to reach them, runs the body on
+// the calling thread and queues the copies out. It returns later than a
+// call in stream order (after the work before it on its stream), and a
+// stream held up by the application holds up the call; but no rank's
+// progress waits for another rank's stream. NCCL does not let two ranks
+// share a device at all.
+//
 // No CUDA allocation after init: pinned allocation and cudaFree are
 // implicit synchronisation points, and one of them while a stream waits for
 // a ticket that only a later call releases never returns (a test's cudaFree
@@ -101,9 +116,16 @@ class StagedStream {
   StagedStream(const StagedStream&) = delete;
   StagedStream& operator=(const StagedStream&) = delete;
 
+  /// kStream: the call returns at once and its stream waits for the body.
+  /// kHost: the call returns after the body ran, its stream never waits on
+  /// the host (for ranks that share a device in one process; above).
+  enum class Order { kStream, kHost };
+
   /// Enqueues a job on `stream` (a cudaStream_t; nullptr is the legacy
-  /// default stream) and returns. Thread-safe.
-  void enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream);
+  /// default stream): in stream order it returns at once; in host order it
+  /// runs the body first, and a body's error is thrown here. Thread-safe.
+  void enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream,
+               Order order = Order::kStream);
   /// Blocks until every body enqueued so far has run (host work that must
   /// follow them in program order calls this first).
   void drain();
@@ -140,6 +162,7 @@ class StagedStream {
   std::vector<Trip> trips(const std::vector<DeviceRange>& ranges, const std::vector<Span>& spans,
                           bool inbound) const;
   void enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
+  void runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
   uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the staging bytes
   Event takeEvent();
   void returnEvents(const Job& job);  // to the pool; mutex_ held
@@ -158,7 +181,8 @@ class StagedStream {
   std::mutex enqueueMutex_;            // one enqueue at a time: tickets in stream order
   uint32_t issued_ = 0;                // guarded by enqueueMutex_
 
-  // The proxy's own: host staging memory, grown to the largest large call.
+  // The proxy's own (or, in host order, the enqueuer's, under
+  // enqueueMutex_): host staging memory, grown to the largest large call.
   struct FreeBytes {
     void operator()(uint8_t* p) const noexcept;
   };

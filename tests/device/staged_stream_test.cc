@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -355,6 +356,84 @@ TEST_P(StagedStreamTest, ACallCompletesWhenEveryStreamSharesOneHardwareQueue) {
   EXPECT_EQ(errors.count(), 0u);
 }
 
+// Two ranks as threads of one process on one device, their streams on one
+// hardware queue, each call's body a meeting of both (a collective). In
+// stream order rank 0's wait for the meeting can sit in the queue before
+// rank 1's input copies, which the meeting needs: a deadlock (two H100
+// runs, 2026-11-26). In host order no stream waits for the host, so both
+// ranks' calls complete, with the right bytes, large calls included.
+TEST_P(StagedStreamTest, RanksSharingADeviceInHostOrderNeverWaitForEachOthersQueue) {
+  fake::shareHardwareQueues(1);
+  constexpr int kRanks = 2;
+  Stream streams[kRanks] = {createStream(), createStream()};
+  {
+    std::vector<std::unique_ptr<StagedStream>> staged;
+    for (int r = 0; r < kRanks; ++r)
+      staged.push_back(std::make_unique<StagedStream>(0, errors.sink(), GetParam()));
+    std::barrier meeting(kRanks);
+    const std::vector<size_t> sizes = {size_t{0}, size_t{100}, (size_t{5} << 20) + 3, size_t{4096}};
+    std::vector<std::vector<std::unique_ptr<DeviceBytes>>> bufs(kRanks);
+    std::vector<std::vector<std::vector<uint8_t>>> before(kRanks);
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t n : sizes) {
+        bufs[r].push_back(std::make_unique<DeviceBytes>(n + 1));
+        before[r].push_back(bufs[r].back()->snapshot());
+      }
+    mustFinishWithin(std::chrono::seconds(30), "two ranks' calls on one shared queue", [&] {
+      std::vector<std::thread> ranks;
+      for (int r = 0; r < kRanks; ++r)
+        ranks.emplace_back([&, r] {
+          for (size_t k = 0; k < sizes.size(); ++k) {
+            const size_t n = sizes[k];
+            uint8_t* p = bufs[r][k]->get();
+            std::vector<DeviceRange> ranges;
+            if (n > 0) ranges.push_back({p, n, true, true});
+            // Rank 1 comes late, after rank 0's call is in the queue.
+            if (r == 1) std::this_thread::sleep_for(20ms);
+            staged[r]->enqueue(ranges,
+                               [&, p, n, r](const StagedStream::HostOf& hostOf) {
+                                 meeting.arrive_and_wait();
+                                 if (n > 0) addTo(p, n, 3 + r)(hostOf);
+                               },
+                               streams[r], StagedStream::Order::kHost);
+          }
+          syncStream(streams[r]);
+        });
+      for (auto& t : ranks) t.join();
+    });
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        auto want = plus(before[r][k], 3 + r);
+        want[sizes[k]] = before[r][k][sizes[k]];
+        EXPECT_EQ(bufs[r][k]->snapshot(), want) << "rank " << r << ", " << sizes[k] << " bytes";
+      }
+  }
+  fake::shareHardwareQueues(0);
+  for (Stream st : streams) destroyStream(st);
+  EXPECT_EQ(errors.count(), 0u);
+}
+
+// In host order a body's error comes back from enqueue, and the block is
+// free for the next call.
+TEST_P(StagedStreamTest, AHostOrderCallThrowsItsBodysErrorAndTheNextCallWorks) {
+  {
+    StagedStream staged(0, errors.sink(), GetParam());
+    DeviceBytes buf(70001);
+    const auto before = buf.snapshot();
+    const std::vector<DeviceRange> ranges = {{buf.get(), buf.size(), true, true}};
+    try {
+      staged.enqueue(ranges, [](const StagedStream::HostOf&) { fail(coilRemoteError, "a peer died"); }, s,
+                     StagedStream::Order::kHost);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), coilRemoteError);
+    }
+    staged.enqueue(ranges, addTo(buf.get(), buf.size(), 9), s, StagedStream::Order::kHost);
+    EXPECT_EQ(readInStreamOrder(s, buf), plus(before, 9));
+  }
+  EXPECT_EQ(errors.count(), 0u) << "a host-order call's error went to the asynchronous sink";
+}
+
 // Many calls of one communicator on three streams that share two hardware
 // queues, sizes from 0 to past the staging bytes, in place and out of
 // place: every buffer ends with exactly the sum of what its calls added,
@@ -419,8 +498,9 @@ TEST_P(StagedStreamTest, ManyCallsOnThreeStreamsSharingTwoQueues) {
                      });
     for (size_t k = 0; k < calls.size(); ++k) {
       EXPECT_EQ(calls[k].in->snapshot(), calls[k].wantIn) << "call " << k << ", " << calls[k].n << " bytes";
-      if (calls[k].out)
+      if (calls[k].out) {
         EXPECT_EQ(calls[k].out->snapshot(), calls[k].wantOut) << "call " << k << ", " << calls[k].n << " bytes";
+      }
     }
   }
   fake::shareHardwareQueues(0);

@@ -1,10 +1,11 @@
 // The gpu suite: every collective on device buffers, enqueued on streams,
 // against the independent reference, with 1 to 4 ranks on one GPU, as
 // forked processes (--gtest_filter=Procs/*) and as threads of one process
-// made by coilCommInitAll (Threads/*). Also: what a stream promises (the
-// call returns before the data moves; results are there after a stream
-// sync; two communicators on two streams do not wait for each other),
-// argument checks, and a killed rank.
+// made by coilCommInitAll (Threads/*; ranks that share a device in one
+// process call in host order, staged_stream.h). Also: what a stream
+// promises (the call returns before the data moves; results are there
+// after a stream sync; two communicators on two streams do not wait for
+// each other), argument checks, and a killed rank.
 //
 // Exits 77 with the reason where no CUDA device is usable. The probe runs
 // in a child process: a parent that initialised CUDA could not fork ranks
@@ -90,18 +91,23 @@ class DeviceBuffer {
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void upload(const std::vector<uint8_t>& host) {
+  // On `stream`, the legacy one by default. While a stream of this process
+  // waits (a gate, a call for a peer), pass another: the legacy stream can
+  // share the waiting stream's hardware queue and wait behind it (an H100
+  // did so, 2026-11-26, with 32 queues and three streams).
+  void upload(const std::vector<uint8_t>& host, cudaStream_t stream = cudaStreamLegacy) {
     if (!host.empty()) {
-      // A pageable copy returns before its DMA lands; the legacy stream's
-      // sync waits for it (the ranks' own streams are non-blocking).
-      EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
+      // A pageable copy returns before its DMA lands; the stream's sync
+      // waits for it.
+      EXPECT_EQ(cudaMemcpyAsync(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice, stream), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     }
   }
-  std::vector<uint8_t> download() const {
+  std::vector<uint8_t> download(cudaStream_t stream = cudaStreamLegacy) const {
     std::vector<uint8_t> host(bytes_);
     if (bytes_) {
-      EXPECT_EQ(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpyAsync(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     }
     return host;
   }
@@ -308,7 +314,7 @@ void sendRecvBody(coilComm_t comm, int rank, int n) {
 // The call returns while the stream is still held up by earlier work; the
 // result is there after the stream sync, not before.
 void asyncBody(coilComm_t comm, int rank, int n) {
-  Stream stream;
+  Stream stream, peek;
   const size_t count = 1 << 20;
   const auto in = makeInput(coilFloat32, coilSum, rank, n, count);
   const auto want = makeExpected(coilFloat32, coilSum, n, count);
@@ -322,8 +328,11 @@ void asyncBody(coilComm_t comm, int rank, int n) {
   EXPECT_LT(secondsSince(t0), 1.0) << "the call waited for its stream";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(cudaStreamQuery(stream.s), cudaErrorNotReady);
+  // Read on a stream of its own: the legacy stream could share the held
+  // stream's hardware queue and wait behind the gate (see main).
   std::vector<uint8_t> early(16);
-  CUDA_OK(cudaMemcpy(early.data(), recv.get(), early.size(), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpyAsync(early.data(), recv.get(), early.size(), cudaMemcpyDeviceToHost, peek.s));
+  CUDA_OK(cudaStreamSynchronize(peek.s));
   EXPECT_EQ(early, std::vector<uint8_t>(16, 0)) << "the output changed before the stream reached the call";
   gate.open();
   stream.sync();
@@ -373,6 +382,66 @@ TEST_P(Procs, SendRecvBothWaysInAGroup) {
 }
 TEST_P(Procs, CallsReturnBeforeTheirStreamRuns) { inProcesses(GetParam(), asyncBody); }
 TEST_P(Procs, ArgumentChecks) { inProcesses(GetParam(), argumentBody); }
+
+// Two communicators of the same ranks (b split from a): each rank's call on
+// a waits behind a gate on one stream while `onB(rank, n, b, running)` runs
+// on another; it must not wait for a (the gate opens only after it), and
+// a's stream must still be held when it returns. (Ranks that are threads on
+// one device call in host order, staged_stream.h: their calls wait for
+// their own stream, so this holds for ranks as processes.) Buffers come
+// from the process's pool: a cudaFree would wait for the held stream.
+using OnB = std::function<void(int rank, int n, coilComm_t b, const Stream& running)>;
+void whileAnotherCommunicatorWaits(coilComm_t a, int rank, int n, const OnB& onB) {
+  coilComm_t b = nullptr;
+  expectOk(coilCommSplit(a, 0, rank, &b, nullptr), a);
+  Gate gate;
+  Stream held, running;
+  {
+    DeviceBuffer x(4096);
+    gate.hold(held.s);
+    expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a, held.s), a);
+    onB(rank, n, b, running);
+    EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
+    gate.open();
+    held.sync();  // a's call runs now
+  }
+  EXPECT_EQ(coilCommDestroy(b), coilSuccess);
+}
+
+// Two communicators of the same ranks, each on its own stream: a call on
+// the second completes while the first one's stream is held up.
+TEST_P(Procs, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
+  inProcesses(GetParam(), [](coilComm_t a, int rank, int n) {
+    whileAnotherCommunicatorWaits(a, rank, n, [](int, int, coilComm_t b, const Stream& running) {
+      DeviceBuffer y(4096);
+      expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum, b, running.s), b);
+      running.sync();  // would never return if b's call waited behind a's
+    });
+  });
+}
+
+// A call larger than the communicator's staging bytes (it passes through the block),
+// and one that fits it, made while another communicator's stream waits.
+TEST_P(Procs, LargeAndSmallCallsWhileAnotherStreamWaits) {
+  inProcesses(GetParam(), [](coilComm_t a, int rank, int n) {
+    whileAnotherCommunicatorWaits(a, rank, n, [](int r, int n, coilComm_t b, const Stream& running) {
+      const size_t large = (size_t{40} << 20) / 4 + 7;  // past the 32 MiB of staging
+      const size_t small = 70001;
+      for (const size_t count : {large, small}) {
+        DeviceBuffer y(count * 4);
+        y.upload(tagged(r, count), running.s);  // not on the legacy stream (upload())
+        expectOk(coilAllReduce(y.get(), y.get(), count, coilInt32, coilSum, b, running.s), b);
+        running.sync();
+        const std::vector<uint8_t> got = y.download(running.s);
+        for (size_t i = 0; i < count; i += 997) {
+          int32_t want = 0;
+          for (int q = 0; q < n; ++q) want += tagValue(q, i);
+          ASSERT_EQ(at(got, i), want) << "count " << count << ", element " << i;
+        }
+      }
+    });
+  });
+}
 
 INSTANTIATE_TEST_SUITE_P(Procs, Procs, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
@@ -429,94 +498,12 @@ TEST_P(Threads, SendRecvBothWaysInAGroup) {
   if (GetParam() > 1) inThreads(GetParam(), sendRecvBody);
 }
 
-// Eight ranks as threads on one GPU: with their proxies' copy streams as
-// well, more streams than the 8 hardware queues a device has by default
-// (CUDA_DEVICE_MAX_CONNECTIONS). On an H100 (2026-11-26) this hung with 8
-// queues, a proxy's copies queued behind another stream's wait, and passed
-// with 32. (staged_stream.h)
+// Eight ranks as threads on one GPU, each thread copying on the legacy
+// stream between its calls. In stream order this hung on an H100
+// (2026-11-26), with 8 hardware queues and, once, with 32: a rank's copies
+// queued behind another rank's wait (staged_stream.h). Host order puts no
+// wait on any stream.
 TEST(ThreadsManyRanks, EightRanksOnOneGpu) { inThreads(8, allReduceBody); }
-
-// Ranks as threads with two communicators of the same ranks, a and b: each
-// rank's call on a waits behind a gate on one stream while `onB(r, b[r],
-// running)` runs on another; it must not wait for a (the gate opens only
-// after it), and a's stream must still be held when it returns. Everything
-// that allocates comes before any stream is held (see Pool), and each
-// rank's buffers go back to its pool before tPool is cleared (else
-// cudaFree, which waits for the held stream, which waits for the gate).
-void whileAnotherCommunicatorWaits(
-    int n, size_t poolBytes, const std::function<void(int, coilComm_t, const Stream&)>& onB) {
-  std::vector<coilComm_t> a(n), b(n);
-  const std::vector<int> devices(n, 0);
-  ASSERT_EQ(coilCommInitAll(a.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
-  ASSERT_EQ(coilCommInitAll(b.data(), n, devices.data()), coilSuccess) << coilGetLastError(nullptr);
-  Gate gate;
-  std::vector<std::unique_ptr<Pool>> pools;
-  std::vector<std::unique_ptr<Stream>> heldStreams, runningStreams;
-  for (int r = 0; r < n; ++r) {
-    pools.push_back(std::make_unique<Pool>(poolBytes));
-    heldStreams.push_back(std::make_unique<Stream>());
-    runningStreams.push_back(std::make_unique<Stream>());
-  }
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
-      tPool = pools[r].get();
-      const Stream& held = *heldStreams[r];
-      {
-        DeviceBuffer x(4096);
-        gate.hold(held.s);
-        expectOk(coilAllReduce(x.get(), x.get(), 1024, coilFloat32, coilSum, a[r], held.s), a[r]);
-        onB(r, b[r], *runningStreams[r]);
-        EXPECT_EQ(cudaStreamQuery(held.s), cudaErrorNotReady);
-      }
-      tPool = nullptr;
-    });
-  for (auto& t : threads) t.join();
-  gate.open();
-  for (auto& s : heldStreams) s->sync();  // a's calls run now
-  heldStreams.clear();
-  runningStreams.clear();
-  pools.clear();
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(coilCommDestroy(a[r]), coilSuccess);
-    EXPECT_EQ(coilCommDestroy(b[r]), coilSuccess);
-  }
-}
-
-// Two communicators of the same ranks, each on its own stream: a call on
-// the second completes while the first one's stream is held up.
-TEST_P(Threads, TwoCommunicatorsOnTwoStreamsDoNotWaitForEachOther) {
-  whileAnotherCommunicatorWaits(GetParam(), size_t{1} << 20,
-                                [](int, coilComm_t b, const Stream& running) {
-                                  DeviceBuffer y(4096);
-                                  expectOk(coilAllReduce(y.get(), y.get(), 1024, coilFloat32, coilSum,
-                                                         b, running.s),
-                                           b);
-                                  running.sync();  // would never return if b's call waited behind a's
-                                });
-}
-
-// A call larger than the communicator's staging bytes (it passes through the block),
-// and one that fits it, made while another communicator's stream waits.
-TEST_P(Threads, LargeAndSmallCallsWhileAnotherStreamWaits) {
-  const int n = GetParam();
-  const size_t large = (size_t{40} << 20) / 4 + 7;  // past the 32 MiB of staging
-  const size_t small = 70001;
-  whileAnotherCommunicatorWaits(n, size_t{48} << 20, [&](int r, coilComm_t b, const Stream& running) {
-    for (const size_t count : {large, small}) {
-      DeviceBuffer y(tagged(r, count));
-      expectOk(coilAllReduce(y.get(), y.get(), count, coilInt32, coilSum, b, running.s), b);
-      running.sync();
-      const std::vector<uint8_t> got = y.download();
-      for (size_t i = 0; i < count; i += 997) {
-        int32_t want = 0;
-        for (int q = 0; q < n; ++q) want += tagValue(q, i);
-        ASSERT_EQ(at(got, i), want) << "count " << count << ", element " << i;
-      }
-    }
-  });
-}
 
 INSTANTIATE_TEST_SUITE_P(Threads, Threads, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
@@ -553,6 +540,11 @@ std::string whyNoDevice() {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  // The tests' gates are waits of their own on a stream: every queue the
+  // device has keeps the few other streams of a rank out of theirs (CUDA
+  // hands queues to streams in turn; staged_stream.h). Set before any
+  // process here makes a CUDA context.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
   const std::string why = coil::test::whyNoDevice();
   if (!why.empty()) {
     std::printf("gpu suite: skipped: no usable CUDA device (%s)\n", why.c_str());

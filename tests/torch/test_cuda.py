@@ -152,7 +152,7 @@ def worker(rank, world, port):
     torch.cuda.current_stream().synchronize()
     expect_equal("all_reduce after a busy stream", x, torch.full((n,), world * (world + 1) / 2))
     expect_equal("work after wait() on the current stream", y,
-                 torch.full((n,), world * (world + 1)))
+                 torch.full((n,), float(world * (world + 1))))
     checks[0] += 1
     if not work.is_completed():
         failures.append("work not completed after the stream ran it")

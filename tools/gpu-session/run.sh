@@ -8,21 +8,48 @@ export COIL_SOCKET_IFNAME=lo PYTHONFAULTHANDLER=1
 export LD_LIBRARY_PATH=$G/lib
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 t() { local s=$(date +%s); "$@"; local rc=$?; echo "rc=$rc $(( $(date +%s) - s ))s"; }
+# Runs "$@" for at most $1 seconds. The first run in this check that goes
+# past it gets the stacks of every thread of it and of its first child
+# processes (cuda-gdb: the image has no gdb) before it is killed.
+watched() {
+  local limit=$1 start=$(date +%s); shift
+  "$@" & local pid=$!
+  while kill -0 "$pid" 2> /dev/null; do
+    if (( $(date +%s) - start >= limit )); then
+      echo "== watched: $1 still running after ${limit}s"
+      if [ ! -e /tmp/stacks-taken ]; then
+        touch /tmp/stacks-taken
+        for p in $pid $(pgrep -P "$pid" | head -2); do
+          echo "== stacks of pid $p"
+          timeout 25 cuda-gdb -p "$p" -batch -ex "thread apply all bt 14" 2>&1 | grep -E "^#|^Thread" | head -90
+        done
+      fi
+      pkill -KILL -P "$pid"; kill -KILL "$pid" 2> /dev/null; break
+    fi
+    sleep 0.5
+  done
+  wait "$pid"
+}
 sum() { grep -E "^\[  (FAILED|PASSED) |^\[  FAILED  \]" "$1" | head -30; grep -m4 -B2 -A12 "Failure" "$1" | head -50; tail -2 "$1"; }
 # The torch extension builds on the CPUs while the GPU tests run.
 (cd "$ROOT" && MAX_JOBS=14 python3 "$G/build_torch_ext.py" "$ROOT" /tmp/ext > "$OUT/torch.log" 2>&1; echo "ext build rc=$?" >> "$OUT/torch.log") &
 EXT=$!
 echo "== gpu_collectives_test Threads*"
-t timeout 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
+t watched 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
 echo "== gpu_collectives_test Threads* with COIL_STAGING_BYTES=0 (every call through the block in trips)"
-COIL_STAGING_BYTES=0 t timeout 40 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
+COIL_STAGING_BYTES=0 t watched 40 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
 echo "== gpu_collectives_test Procs*"
-t timeout 90 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
+t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
 echo "== device_reduce_test, device_convert_test, device_reduce_bench"
 t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
 t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
 t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
-for n in 1 2 4; do
+echo "== coil_perf -P 2 --memory device, small sizes, COIL_BIND=auto then none"
+for bind in auto none; do
+  COIL_BIND=$bind t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 16K -f 4 --memory device -c 1 -n 20 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+  grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -9 | head -6
+done
+for n in 2 4; do
   echo "== coil_perf -P $n --memory device"
   t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 16 -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
   grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -16 | head -14
