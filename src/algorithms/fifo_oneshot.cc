@@ -155,9 +155,13 @@ class CallerIoExecutor {
           if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
         if (!missing.empty()) failTimeout(call_, missing, peers_[missing[0]]->traits().name);
       }
-      if (Clock::now() < spinUntil) {
-        if (yield_) sched_yield();
-        else cpuPause();
+      if (const Clock::time_point now = Clock::now(); now < spinUntil) {
+        if (yield_) {
+          sched_yield();
+        } else {
+          cpuPause();
+          handover_.poll(now);
+        }
         continue;
       }
       watch_.checkStall();
@@ -191,6 +195,7 @@ class CallerIoExecutor {
   const Call& call_;
   const transport::WaitWatch& watch_;
   const int spinUs_;
+  CoreHandover handover_;  // pausing: a peer on this core gets it now and then
   const bool yield_;
   const std::vector<transport::CallerIo*>& io_;
   OneShotState& st_;

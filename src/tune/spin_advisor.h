@@ -44,8 +44,9 @@ class SpinAdvisor {
   void record(size_t bytes, const WaitPlan& plan, double microseconds);
 
   /// One call in this many tries a way that currently looks worse — or in
-  /// kExploreRarely when the others look over kClearlyWorse times as dear:
-  /// an exploring call costs its extra time, for both ranks of a pair.
+  /// kExploreRarely when the others look over kClearlyWorse times as dear,
+  /// or are untried while the way in use answers within kSlowUs: an
+  /// exploring call costs its extra time, for both ranks of a pair.
   static constexpr uint32_t kExploreEvery = 32;
   static constexpr uint32_t kExploreRarely = 256;
   static constexpr double kClearlyWorse = 1.5;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm/cpu_share.h"
+#include "core/cpu_pause.h"
 #include "harness/run_ranks.h"
 
 namespace coil {
@@ -23,6 +24,38 @@ RankCpus on(uint64_t host, std::initializer_list<int> cpus) {
   r.hostHash = host;
   for (int c : cpus) r.mask[c / 64] |= uint64_t{1} << (c % 64);
   return r;
+}
+
+// Two ranks that share a core leave it by moving the higher one off
+// (src/core/cpu_pause.h): the move is at once, and the thread's mask is
+// as it was (moved, not bound).
+TEST(CpuShare, MoveOffCpuLeavesTheCpuAndKeepsTheMask) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "one CPU: nowhere to move";
+  for (int i = 0; i < 20; ++i) {
+    const int cpu = sched_getcpu();
+    ASSERT_GE(cpu, 0);
+    ASSERT_TRUE(moveOffCpu(cpu));
+    EXPECT_NE(sched_getcpu(), cpu);
+    cpu_set_t after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "the mask changed";
+  }
+}
+
+TEST(CpuShare, MoveOffCpuStaysOnTheOnlyCpuOfItsMask) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int cpu = sched_getcpu();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  EXPECT_FALSE(moveOffCpu(cpu));
+  EXPECT_EQ(sched_getcpu(), cpu);
+  EXPECT_FALSE(moveOffCpu(-1));
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
 }
 
 TEST(CpuShare, TwoRanksBoundToACoreEachShareTwo) {

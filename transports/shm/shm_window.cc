@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_pause.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "transports/shm/shm_segment.h"
@@ -72,6 +73,10 @@ struct WindowControl {
   SlotMail mail[Window::kSlots];
   // Written by the owner when it goes away: kOpen, kLeft or kBroken.
   alignas(64) std::atomic<uint32_t> closed;
+  // Written by the owner each time it starts a wait past its first polls:
+  // the CPU it waits on (-1: none yet). A waiter that finds the rank it
+  // waits for last waiting on its own CPU sleeps at once (waitAll).
+  alignas(64) std::atomic<int32_t> waitingCpu;
   // Set once at creation.
   alignas(64) uint32_t magic;
   int32_t pid;
@@ -228,17 +233,33 @@ class ShmWindow final : public Window {
     };
     int q = 0;
     Clock::time_point until{};  // read only once the first polls failed
+    CoreHandover handover;      // pausing: a peer on this core gets it now and then
+    bool cpuChecked = false;
     for (bool more = true; more;) {
       for (int i = 0; i < (yield_ ? 1 : 64); ++i) {
         while (q < nranks_ && (q == rank_ || arrived(q))) ++q;
         if (q == nranks_) return prepareNext(step, lines), true;
         if (yield_) sched_yield();
-#if defined(__x86_64__)
-        else __builtin_ia32_pause();
-#endif
+        else cpuPause();
       }
-      if (until == Clock::time_point{}) until = Clock::now() + std::chrono::microseconds(spinUs_);
-      more = spinUs_ > 0 && Clock::now() < until;
+      const Clock::time_point now = Clock::now();
+      if (until == Clock::time_point{}) {
+        until = now + std::chrono::microseconds(spinUs_);
+      } else if (!cpuChecked && !yield_) {
+        // A pausing wait past two rounds of polls. Two ranks on one core
+        // (cpu_pause.h): polling only delays the peer, and the scheduler
+        // keeps them together, so the higher rank of the two moves off (at
+        // most once a millisecond: a rank that keeps meeting peers on its
+        // core has more peers than cores).
+        cpuChecked = true;
+        const int cpu = sched_getcpu();
+        control(rank_)->waitingCpu.store(cpu, std::memory_order_relaxed);
+        if (cpu >= 0 && rank_ > q && control(q)->waitingCpu.load(std::memory_order_relaxed) == cpu &&
+            now - lastMove_ > std::chrono::milliseconds(1) && moveOffCpu(cpu))
+          lastMove_ = now;
+      }
+      if (!yield_) handover.poll(now);
+      more = spinUs_ > 0 && now < until;
     }
     // Sleep on the hub until every rank has posted `step` (a posted head
     // line orders the inline lines written before it).
@@ -327,6 +348,7 @@ class ShmWindow final : public Window {
   std::vector<ShmSegment> peers_;
   std::vector<uint8_t*> bases_;  // by rank
   int spinUs_;
+  Clock::time_point lastMove_{};  // when waitAll last moved this rank off its peer's core
   bool yield_ = false;
   WindowControl* hub_;  // rank 0's control page: the sleepers' futex word
   uint32_t posted_ = 0;
@@ -377,6 +399,7 @@ std::unique_ptr<Window> openHostWindow(SetupContext& ctx, bool wanted,
     c->closed.store(kOpen);
     c->magic = kMagic;
     c->pid = static_cast<int32_t>(getpid());
+    c->waitingCpu.store(-1, std::memory_order_relaxed);
     c->slotBytes = slotBytes;
   }
 
