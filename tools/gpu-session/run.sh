@@ -44,9 +44,12 @@ echo "== device_reduce_test, device_convert_test, device_reduce_bench"
 t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
 t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
 t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
-echo "== coil_perf -P 2 --memory device, small sizes, COIL_BIND=auto then none"
-for bind in auto none; do
-  COIL_BIND=$bind t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 16K -f 4 --memory device -c 1 -n 20 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+# Device calls of <= 1 KiB took 6-8x as long as 4 KiB ones (H100, 2026-11-26;
+# COIL_BIND made no difference). Is it the one-shot's wait giving up its
+# 50 us of polling and sleeping (a wake-up on a VM's idle vCPU is slow)?
+echo "== coil_perf -P 2 --memory device, small sizes: default, COIL_SPIN=always, COIL_SPIN_US=2000"
+for spin in "" COIL_SPIN=always COIL_SPIN_US=2000; do
+  ( [ -n "$spin" ] && export "$spin"; t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 16K -f 4 --memory device -c 1 -n 20 -w 3 -T 20 >> "$OUT/perf.log" 2>&1 )
   grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -9 | head -6
 done
 for n in 2 4; do
