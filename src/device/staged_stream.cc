@@ -96,6 +96,10 @@ uint8_t* StagedStream::stagedAddress(const std::vector<Span>& spans, uint8_t* ba
   return offset ? base + *offset : nullptr;
 }
 
+StagedStream::HostOf StagedStream::stagedIn(const std::vector<Span>& spans, uint8_t* base) {
+  return [&spans, base](const void* p) -> void* { return stagedAddress(spans, base, p); };
+}
+
 void StagedStream::FreeBytes::operator()(uint8_t* p) const noexcept { std::free(p); }
 
 uint8_t* StagedStream::hostStaging(size_t bytes) {
@@ -190,6 +194,34 @@ void StagedStream::returnEvents(const Job& job) {
       if (t.event) freeEvents_.push_back(t.event);
 }
 
+// The copies both orders make: a call's input ranges into the block, or
+// its output ranges back out of it, on `stream` (a call in the block)...
+void StagedStream::copyRanges(const Job& job, const std::vector<DeviceRange>& ranges, bool inbound,
+                              Stream stream) {
+  for (const DeviceRange& r : ranges) {
+    if (!(inbound ? r.in : r.out) || r.bytes == 0) continue;
+    void* staged = stagedAddress(job.spans, block_, r.ptr);
+    if (inbound) copyAsync(staged, r.ptr, r.bytes, stream);
+    else copyAsync(const_cast<void*>(r.ptr), staged, r.bytes, stream);
+  }
+}
+
+// ...one trip's pieces between the device and the block, on `stream`...
+void StagedStream::copyTrip(const Trip& t, bool inbound, Stream stream) {
+  for (const Piece& p : t.pieces) {
+    if (inbound) copyAsync(block_ + p.blockOffset, p.device, p.bytes, stream);
+    else copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
+  }
+}
+
+// ...and between the block and host staging, on the host (a large call).
+void StagedStream::moveTrip(const Trip& t, bool inbound, uint8_t* host) {
+  for (const Piece& p : t.pieces) {
+    if (inbound) std::memcpy(host + p.hostOffset, block_ + p.blockOffset, p.bytes);
+    else std::memcpy(block_ + p.blockOffset, host + p.hostOffset, p.bytes);
+  }
+}
+
 // Puts the call's copies and waits on `stream` (staged_stream.h), filling
 // in `job`'s tickets and events as it goes.
 void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream) {
@@ -204,27 +236,23 @@ void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, S
     recordEvent(t.event, stream);
   };
   if (job.inBlock) {
-    for (const DeviceRange& r : ranges)
-      if (r.in && r.bytes > 0) copyAsync(stagedAddress(job.spans, block_, r.ptr), r.ptr, r.bytes, stream);
+    copyRanges(job, ranges, true, stream);
     Trip& t = job.inbound.emplace_back();
     recordOn(t);
     waitFor(t);
-    for (const DeviceRange& r : ranges)
-      if (r.out && r.bytes > 0)
-        copyAsync(const_cast<void*>(r.ptr), stagedAddress(job.spans, block_, r.ptr), r.bytes, stream);
+    copyRanges(job, ranges, false, stream);
   } else {
     job.inbound = trips(ranges, job.spans, true);
     job.outbound = trips(ranges, job.spans, false);
     for (Trip& t : job.inbound) {
-      for (const Piece& p : t.pieces) copyAsync(block_ + p.blockOffset, p.device, p.bytes, stream);
+      copyTrip(t, true, stream);
       recordOn(t);
       waitFor(t);
     }
     for (size_t j = 0; j < job.outbound.size(); ++j) {
       Trip& t = job.outbound[j];
       waitFor(t);
-      for (const Piece& p : t.pieces)
-        copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
+      copyTrip(t, false, stream);
       if (j + 1 < job.outbound.size()) recordOn(t);  // the proxy refills the block after it
     }
   }
@@ -239,28 +267,24 @@ void StagedStream::runInHostOrder(Job& job, const std::vector<DeviceRange>& rang
   waitEvent(stream, blockFree_);
   try {
     if (job.inBlock) {
-      for (const DeviceRange& r : ranges)
-        if (r.in && r.bytes > 0) copyAsync(stagedAddress(job.spans, block_, r.ptr), r.ptr, r.bytes, stream);
+      copyRanges(job, ranges, true, stream);
       syncStream(stream);
-      job.body([&](const void* p) -> void* { return stagedAddress(job.spans, block_, p); });
-      for (const DeviceRange& r : ranges)
-        if (r.out && r.bytes > 0)
-          copyAsync(const_cast<void*>(r.ptr), stagedAddress(job.spans, block_, r.ptr), r.bytes, stream);
+      job.body(stagedIn(job.spans, block_));
+      copyRanges(job, ranges, false, stream);
     } else {
       uint8_t* host = hostStaging(job.total);
       for (const Trip& t : trips(ranges, job.spans, true)) {
-        for (const Piece& p : t.pieces) copyAsync(block_ + p.blockOffset, p.device, p.bytes, stream);
+        copyTrip(t, true, stream);
         syncStream(stream);
-        for (const Piece& p : t.pieces) std::memcpy(host + p.hostOffset, block_ + p.blockOffset, p.bytes);
+        moveTrip(t, true, host);
       }
-      job.body([&](const void* p) -> void* { return stagedAddress(job.spans, host, p); });
+      job.body(stagedIn(job.spans, host));
       bool first = true;
       for (const Trip& t : trips(ranges, job.spans, false)) {
         if (!first) syncStream(stream);  // the previous trip's copies out have left the block
         first = false;
-        for (const Piece& p : t.pieces) std::memcpy(block_ + p.blockOffset, host + p.hostOffset, p.bytes);
-        for (const Piece& p : t.pieces)
-          copyAsync(const_cast<void*>(p.device), block_ + p.blockOffset, p.bytes, stream);
+        moveTrip(t, false, host);
+        copyTrip(t, false, stream);
       }
     }
   } catch (...) {
@@ -286,21 +310,20 @@ void StagedStream::release(uint32_t ticket) {
 void StagedStream::run(Job& job) {
   if (job.inBlock) {
     syncEvent(job.inbound.front().event);
-    job.body([&](const void* p) -> void* { return stagedAddress(job.spans, block_, p); });
+    job.body(stagedIn(job.spans, block_));
     release(job.inbound.front().ticket);
     return;
   }
   uint8_t* host = hostStaging(job.total);
   for (const Trip& t : job.inbound) {
     syncEvent(t.event);
-    for (const Piece& p : t.pieces) std::memcpy(host + p.hostOffset, block_ + p.blockOffset, p.bytes);
+    moveTrip(t, true, host);
     release(t.ticket);
   }
-  job.body([&](const void* p) -> void* { return stagedAddress(job.spans, host, p); });
+  job.body(stagedIn(job.spans, host));
   for (size_t j = 0; j < job.outbound.size(); ++j) {
     if (j > 0) syncEvent(job.outbound[j - 1].event);
-    for (const Piece& p : job.outbound[j].pieces)
-      std::memcpy(block_ + p.blockOffset, host + p.hostOffset, p.bytes);
+    moveTrip(job.outbound[j], false, host);
     release(job.outbound[j].ticket);
   }
 }

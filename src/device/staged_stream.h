@@ -159,10 +159,16 @@ class StagedStream {
   static std::optional<size_t> stagedOffset(const std::vector<Span>& spans, const void* p);
   /// The same at `base`; nullptr for a pointer outside the spans.
   static uint8_t* stagedAddress(const std::vector<Span>& spans, uint8_t* base, const void* p);
+  /// The body's view of a job staged at `base` (the block, or host staging).
+  static HostOf stagedIn(const std::vector<Span>& spans, uint8_t* base);
   std::vector<Trip> trips(const std::vector<DeviceRange>& ranges, const std::vector<Span>& spans,
                           bool inbound) const;
   void enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
   void runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
+  // The copies both orders make (inbound: towards the host side).
+  void copyRanges(const Job& job, const std::vector<DeviceRange>& ranges, bool inbound, Stream stream);
+  void copyTrip(const Trip& t, bool inbound, Stream stream);  // device <-> block, on the stream
+  void moveTrip(const Trip& t, bool inbound, uint8_t* host);   // block <-> host staging, here
   uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the staging bytes
   Event takeEvent();
   void returnEvents(const Job& job);  // to the pool; mutex_ held
