@@ -89,7 +89,8 @@ coilComm* createHandle(const UniqueIdData& id, int nranks, int rank, const CommO
   h->nranks = nranks;
   attachDevice(h.get());  // as NCCL: the device current at init is the communicator's
   CommOptions opts = options;
-  opts.cudaDevice = h->device;  // the ranks learn which of them share a device and a process
+  // The ranks learn which of them are threads on one GPU (staged_stream.h).
+  if (h->device >= 0) opts.gpuUuid = device::uuidOf(h->device);
   registerHandle(h.get());  // live from the start: init records its errors on it
   coilComm* raw = h.get();
   if (mode == InitMode::kDeferredBlocking || mode == InitMode::kDeferredNonBlocking) {

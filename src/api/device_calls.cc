@@ -1,5 +1,6 @@
 #include "api/device_calls.h"
 
+#include <optional>
 #include <string>
 
 #include "api/guard.h"
@@ -98,11 +99,26 @@ const HostOf kSameBuffers = [](const void* p) { return const_cast<void*>(p); };
 
 const HostOf& hostBuffersAsTheyAre() { return kSameBuffers; }
 
+namespace {
+
+// Host order where another rank of this process calls on the same GPU
+// (staged_stream.h says why), stream order otherwise. COIL_DEVICE_ORDER=
+// stream or host overrides it, to measure one against the other (stream
+// order for such ranks can deadlock).
+device::StagedStream::Order orderOf(Communicator& comm) {
+  using Order = device::StagedStream::Order;
+  const std::optional<std::string> forced = env::get("COIL_DEVICE_ORDER");
+  if (forced == "stream") return Order::kStream;
+  if (forced == "host") return Order::kHost;
+  return comm.sharesGpuInProcess() ? Order::kHost : Order::kStream;
+}
+
+}  // namespace
+
 void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
                      coilStream_t stream, const char* what, CallWork work) {
   std::string name = what;
-  const auto order = usable(comm).sharesDeviceInProcess() ? device::StagedStream::Order::kHost
-                                                          : device::StagedStream::Order::kStream;
+  const auto order = orderOf(usable(comm));
   stagedStreamOf(comm).enqueue(
       ranges,
       [comm, name, work = std::move(work)](const HostOf& hostOf) {

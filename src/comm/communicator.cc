@@ -1,15 +1,13 @@
 #include "comm/communicator.h"
 
-#include "algorithms/failure_notice.h"
-
-#include <thread>
-#include <chrono>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -19,6 +17,7 @@
 #include "algorithms/fingerprint.h"
 #include "algorithms/ring.h"
 #include "comm/cpu_share.h"
+#include "comm/gpu_share.h"
 #include "comm/host_identity.h"
 #include "comm/model_agreement.h"
 #include "core/cpu_cache.h"
@@ -62,7 +61,7 @@ struct RankRecord {
   transport::PeerInfo peer;
   uint32_t version;
   char forcedTransport[16];  // netName or COIL_TRANSPORT, or empty
-  int32_t cudaDevice;        // CommOptions::cudaDevice
+  RankGpu gpu;               // CommOptions::gpuUuid
 };
 
 struct SliceRecord {
@@ -77,6 +76,28 @@ std::string hex(uint64_t v) {
   char buf[20];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// True when an MPS control daemon seems to run for this user: its pipe is
+// there (CUDA_MPS_PIPE_DIRECTORY, or CUDA's default).
+bool mpsPipeExists() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  return access((std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control").c_str(), F_OK) == 0;
+}
+
+// Several processes on one GPU, said once per process by the lowest rank
+// on that GPU (comm/gpu_share.h has the numbers).
+void warnGpuSharedByProcesses(int rank, int processes) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (mpsPipeExists()) return;
+    COIL_WARN(kInit, "rank ", rank, ": ", processes,
+              " processes of this communicator use this rank's GPU and no MPS daemon was found: "
+              "the GPU time-slices between the processes, so each call on device buffers waits "
+              "for every one of them (measured ~0.2 ms a call per extra process for small calls). "
+              "One rank per GPU, ranks as threads of one process (coilCommInitAll), or MPS avoid "
+              "it (docs/performance.md 4.13)");
+  });
 }
 
 }  // namespace
@@ -240,7 +261,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   me.peer = {localHostHash(), static_cast<int32_t>(getpid()), rank_};
   me.version = COIL_VERSION_CODE;
   std::snprintf(me.forcedTransport, sizeof me.forcedTransport, "%s", forced.c_str());
-  me.cudaDevice = options_.cudaDevice;
+  me.gpu = rankGpu(me.peer.hostHash, me.peer.pid, options_.gpuUuid);
   bootstrap_->allGather(records.data(), sizeof(RankRecord));
 
   std::vector<transport::PeerInfo> infos;
@@ -256,10 +277,12 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
                          strnlen(rec.forcedTransport, sizeof rec.forcedTransport), 32),
            "', rank ", rank_, " has '", me.forcedTransport, "'");
     infos.push_back(rec.peer);
-    if (r != rank_ && me.cudaDevice >= 0 && rec.cudaDevice == me.cudaDevice &&
-        rec.peer.hostHash == me.peer.hostHash && rec.peer.pid == me.peer.pid)
-      sharesDeviceInProcess_ = true;
   }
+  std::vector<RankGpu> gpus;
+  for (const RankRecord& rec : records) gpus.push_back(rec.gpu);
+  const GpuShare gpu = gpuShare(gpus, rank_);
+  sharesGpuInProcess_ = gpu.withThreads;
+  if (gpu.processes > 1 && gpu.lowestRank) warnGpuSharedByProcesses(rank_, gpu.processes);
 
   // Which ranks share a host, as dense indexes by first appearance: the
   // same on every rank (the hierarchical all-reduce and its cost use it).

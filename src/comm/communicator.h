@@ -14,11 +14,13 @@
 // coilCommSplit with splitShare=1 shares instead of connecting anew.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,7 +75,8 @@ struct CommOptions {
   std::string name;                    // label for logs
   int splitShare = -1;                 // coilConfig_t.splitShare; -1: not set
   std::string transport;               // coilConfig_t.netName as a transport; empty: not set
-  int cudaDevice = -1;                 // the device of this rank's stream calls; -1: none
+  // The GPU of this rank's stream calls (device::uuidOf); none: no device.
+  std::optional<std::array<uint8_t, 16>> gpuUuid;
 };
 
 /// The parent ranks that remain after excluding `excluded`, in order.
@@ -99,9 +102,9 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   /// True when another rank of this communicator is a thread of this
-  /// process with the same CUDA device: their streams share the device's
-  /// hardware queues (device/staged_stream.h says why that matters).
-  bool sharesDeviceInProcess() const { return sharesDeviceInProcess_; }
+  /// process on the same GPU: their streams share the GPU's hardware queues
+  /// (device/staged_stream.h says why that matters).
+  bool sharesGpuInProcess() const { return sharesGpuInProcess_; }
   /// The transport of this rank's link to `peer` and why it was chosen
   /// ({"tcp", "not shm: another host"}); {"self", ""} for this rank.
   std::pair<std::string, std::string> linkReport(int peer) const;
@@ -206,7 +209,7 @@ class Communicator {
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
-  bool sharesDeviceInProcess_ = false;
+  bool sharesGpuInProcess_ = false;
   std::vector<std::string> linkReason_;        // by rank: why its link's transport (linkReport)
   struct Registration {
     void* buffer;

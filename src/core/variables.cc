@@ -93,6 +93,8 @@ constexpr Variable kVariables[] = {
     byteSize(kLibrary, "COIL_SHM_WINDOW_BYTES", 64 * kKiB, kGiB, "the shared window's slot size"),
     // Device buffers, waiting.
     byteSize(kLibrary, "COIL_STAGING_BYTES", 0, kTiB, "pinned host staging per communicator"),
+    oneOf(kLibrary, "COIL_DEVICE_ORDER", "auto stream host", false,
+          "device calls: streams wait on the host, or the host on streams"),
     oneOf(kLibrary, "COIL_SPIN", "adaptive always", false, "how waiting ranks wait"),
     integer(kLibrary, "COIL_SPIN_US", 0, 1000000, "longest pause-poll phase before sleeping, us"),
     integer(kLibrary, "COIL_YIELD_US", 0, 1000000, "longest yield-poll phase before sleeping, us"),

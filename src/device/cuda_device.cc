@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "core/error.h"
 #include "device/device.h"
 
@@ -103,6 +105,16 @@ int deviceCount() {
   int count = 0;
   check("cudaGetDeviceCount", cudaGetDeviceCount(&count));
   return count;
+}
+
+Uuid uuidOf(int device) {
+  requireDevice("uuidOf");
+  cudaDeviceProp properties{};
+  check("cudaGetDeviceProperties", cudaGetDeviceProperties(&properties, device));
+  Uuid uuid{};
+  static_assert(sizeof properties.uuid.bytes == sizeof uuid);
+  std::memcpy(uuid.data(), properties.uuid.bytes, uuid.size());
+  return uuid;
 }
 
 void* allocDevice(size_t bytes) {

@@ -14,6 +14,7 @@
 // coil::Error(coilUnhandledCudaError) with CUDA's error name and text.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -42,6 +43,10 @@ int currentDevice();
 void setDevice(int device);
 /// Number of devices (0 when !available()).
 int deviceCount();
+/// The GPU behind `device` (cudaDeviceProp::uuid): the same on every process
+/// that sees this GPU, whatever its ordinal there (CUDA_VISIBLE_DEVICES).
+using Uuid = std::array<uint8_t, 16>;
+Uuid uuidOf(int device);
 
 /// cudaMalloc / cudaFree on the current device.
 void* allocDevice(size_t bytes);

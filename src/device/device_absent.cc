@@ -19,6 +19,7 @@ MemKind kindOf(const void*) { return MemKind::kHost; }
 int currentDevice() { noCuda("currentDevice"); }
 void setDevice(int) { noCuda("setDevice"); }
 int deviceCount() { return 0; }
+Uuid uuidOf(int) { noCuda("uuidOf"); }
 void* allocDevice(size_t) { noCuda("allocDevice"); }
 void freeDevice(void*) noexcept {}
 void* allocPinned(size_t) { noCuda("allocPinned"); }

@@ -73,3 +73,20 @@ WATCH=$!
   LD_PRELOAD="$G/segv_trace.so" t timeout 120 python3 test_cuda.py >> "$OUT/torch.log" 2>&1)
 kill $WATCH 2>/dev/null
 grep -v "^\s*$" "$OUT/torch.log" | grep -v "^W[0-9]" | tail -60
+# Small device calls of ranks as processes on one GPU cost ~220 us more per
+# extra process than ranks as threads, in stream and host order alike
+# (2026-11-27): the GPU time-slices between the processes' contexts. MPS
+# puts them in one context: if that is the cause, the step goes with it.
+echo "== coil_perf -P 2 --memory device, small sizes, under MPS"
+if command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  nvidia-cuda-mps-control -d && sleep 1
+  for n in 2 4; do
+    t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 64 -e 64K -f 4 --memory device -c 1 -n 20 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
+    grep -E "^ +[0-9]+ " "$OUT/perf.log" | tail -6
+  done
+  echo quit | nvidia-cuda-mps-control
+else
+  echo "no nvidia-cuda-mps-control on this machine"
+fi
