@@ -40,6 +40,9 @@ echo "== gpu_collectives_test Threads* with COIL_STAGING_BYTES=0 (every call thr
 COIL_STAGING_BYTES=0 t watched 40 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
 echo "== gpu_collectives_test Procs*"
 t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
+# Processes that share the GPU (2-4 ranks here, no MPS yet): init's warning, once per process.
+echo "init's GPU-sharing warnings: $(grep -c "processes of this communicator use this rank's GPU" "$OUT/procs.log")"
+grep -m1 "processes of this communicator use this rank's GPU" "$OUT/procs.log"
 echo "== device_reduce_test, device_convert_test, device_reduce_bench"
 t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
 t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
