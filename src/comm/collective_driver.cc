@@ -90,6 +90,12 @@ void Communicator::collective(const CollectiveCall& call) {
   try {
     LinkClaim claim(*this);
     runScheduled(call, seq);
+    // Revoked or aborted while it ran: the call fails even if the peers'
+    // data arrived meanwhile (a waiter woken by the revoke may run only
+    // after a peer posted), so the caller that stopped it always sees it stop.
+    if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed))
+      fail(coilRemoteError, CallText{callOf(call), seq}(),
+           ": the communicator was revoked or aborted during the call");
   } catch (const Error& e) {
     record.fail();
     breakWith(e);

@@ -195,6 +195,38 @@ TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
   EXPECT_EQ(coilCommRevoke(nullptr), coilInvalidArgument);
 }
 
+// A revoke that lands while the call polls, and the peer's data just after
+// it: the call still fails. Rank 0 polls for a whole second (it looks at
+// the abort flag only when it stops polling), and rank 1 calls as soon as
+// the revoke returned; before the driver checked the flag after the
+// algorithm, rank 0's call completed (a rare failure of the test above,
+// under load, when the woken waiter ran only after rank 1 had posted).
+TEST_P(Revoke, ACallWhoseDataArrivesAfterTheRevokeStillFails) {
+  ScopedEnv spin("COIL_SPIN", "always"), spinUs("COIL_SPIN_US", "1000000");
+  std::atomic<bool> revoked{false};
+  runRanksRaw({2, Launch::Threads, GetParam()}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
+    ASSERT_NE(comm, nullptr);
+    float x[4] = {1, 1, 1, 1};
+    if (rank == 0) {
+      const InterruptedCall c = callInterruptedAfter(
+          200,
+          [&] {
+            EXPECT_EQ(coilCommRevoke(comm), coilSuccess);
+            revoked = true;
+          },
+          [&] { return coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr); });
+      EXPECT_EQ(c.result, coilRemoteError) << coilGetLastError(comm);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("aborted"), std::string::npos)
+          << coilGetLastError(comm);
+    } else {
+      while (!revoked) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      (void)coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr);  // may fail or complete
+    }
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Revoke, ::testing::ValuesIn(testedTransports()));
 
 // A rank process dies in the middle of a large all-reduce; every survivor
