@@ -102,7 +102,7 @@ constexpr Variable kVariables[] = {
     oneOf(kLibrary, "COIL_BIND", "none auto", true, "bind coil's own threads near the rank"),
 
     // The PyTorch adapter (src/torch, python/coil_torch) and its build.
-    boolean(kTorch, "COIL_TORCH_CUDA", "the torch backend accepts CUDA tensors (experimental)"),
+    boolean(kTorch, "COIL_TORCH_CUDA", "0: the torch backend refuses CUDA tensors"),
     path(kTorch, "COIL_TORCH_EXT_DIR", "where coil_torch looks first for its extension module"),
     path(kTorch, "COIL_TORCH_PYTHON", "meson setup: the Python whose torch the adapter is for"),
     path(kTorch, "COIL_TORCH_VENV", "the venv tools/lib/torch-venv.sh makes and meson tries"),

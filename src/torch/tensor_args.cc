@@ -142,7 +142,7 @@ Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char
 bool cudaTensorsEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("COIL_TORCH_CUDA");
-    return v != nullptr && std::string(v) == "1";
+    return v == nullptr || std::string(v) != "0";
   }();
   return enabled;
 }
@@ -150,8 +150,8 @@ bool cudaTensorsEnabled() {
 void checkDenseTensor(const at::Tensor& t, const char* opName) {
   TORCH_CHECK(t.defined(), "coil backend: ", opName, ": undefined tensor");
   TORCH_CHECK(!t.is_cuda() || cudaTensorsEnabled(), "coil backend: ", opName,
-              ": CUDA tensors are experimental and not yet verified on a GPU (got a tensor on ",
-              t.device().str(), "); set COIL_TORCH_CUDA=1 to try them, or move it to the CPU");
+              ": CUDA tensors are refused here (COIL_TORCH_CUDA=0; got a tensor on ",
+              t.device().str(), "); unset it, or move the tensor to the CPU");
   TORCH_CHECK(t.device().is_cpu() || t.is_cuda(), "coil backend: ", opName, ": tensors on ",
               t.device().str(), " are not supported; use CPU or CUDA tensors");
   TORCH_CHECK(t.layout() == c10::kStrided, "coil backend: ", opName,

@@ -45,9 +45,9 @@ struct Reduction {
 /// BOR = MAX, BAND = MIN.
 Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char* opName);
 
-/// Whether CUDA tensors are accepted: COIL_TORCH_CUDA=1. Until the CUDA path
-/// has passed tests/torch/test_cuda.py on a GPU it is opt-in (its H100 runs
-/// on 2026-11-26 crashed, then hung: docs/architecture.md, the adapter).
+/// Whether CUDA tensors are accepted: yes unless COIL_TORCH_CUDA=0. (Opt-in
+/// until tests/torch/test_cuda.py passed on an H100, 2026-11-26 and twice on
+/// 11-27; earlier runs crashed, then hung: docs/architecture.md, the adapter.)
 bool cudaTensorsEnabled();
 
 /// Throws c10::Error unless `t` is a dense, strided CPU tensor, or a CUDA

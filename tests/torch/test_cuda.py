@@ -12,8 +12,9 @@ ranks on one GPU, which NCCL refuses and coil allows). Checked:
   - DDP on a CUDA model gives the gradients of an all-reduce average;
   - point-to-point on CUDA tensors is refused by name.
 
-Exits 77 (skipped) with the reason where torch sees no CUDA device. The CUDA
-path is opt-in (COIL_TORCH_CUDA=1, set here) until this test passes on a GPU.
+Exits 77 (skipped) with the reason where torch sees no CUDA device. CUDA
+tensors need no setting (COIL_TORCH_CUDA=0 would refuse them): this test
+runs the default.
 COIL_TORCH_TEST_WORLDS=1,2 picks the world sizes (default 1,2,4).
 """
 import datetime
@@ -36,7 +37,7 @@ def values(torch, rank, seed, n, dtype):
 
 def worker(rank, world, port):
     init_env(rank, world, port)
-    os.environ["COIL_TORCH_CUDA"] = "1"  # opt-in until this test has passed on a GPU
+    os.environ.pop("COIL_TORCH_CUDA", None)  # the default: accepted
     import torch
     import torch.distributed as dist
 
