@@ -20,31 +20,12 @@
 
 #include "net/auth.h"
 #include "core/error.h"
+#include "core/owned_fd.h"
 
 namespace coil {
 namespace {
 
 constexpr size_t kGeneratedBytes = 32;
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  /// Closes now and reports close's errno (NFS reports write errors here).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
 
 std::string hex(const uint8_t* p, size_t n) {
   static const char kDigits[] = "0123456789abcdef";
@@ -100,7 +81,7 @@ std::string trimmed(std::string s) {
 
 std::optional<std::string> readSecretFile(const std::string& path) {
   // O_NONBLOCK: a FIFO planted at the path must not hang the open.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  OwnedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::nullopt;
     failIo("cannot open", path, errno);
@@ -149,7 +130,7 @@ void createSecretFile(const std::string& path) {
   // Unique across the hosts that share the directory, without asking them.
   const std::string tmp = path + ".tmp-" + hex(tag, sizeof tag);
 
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  OwnedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (fd.get() < 0) failIo("cannot create", path, errno);
   int err = 0;
   // Exactly 0600 whatever the umask; the mode at open already kept others out.

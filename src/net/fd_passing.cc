@@ -59,19 +59,6 @@ bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == 
 
 }  // namespace
 
-OwnedFd& OwnedFd::operator=(OwnedFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-OwnedFd::~OwnedFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 FdMailbox::FdMailbox(const std::string& name) : name_(name), listener_(seqpacketSocket()) {
   sockaddr_un addr;
   const socklen_t len = addressOf(name, &addr);

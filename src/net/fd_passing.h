@@ -32,26 +32,9 @@
 #include <vector>
 
 #include "core/deadline.h"
+#include "core/owned_fd.h"
 
 namespace coil {
-
-/// An owned file descriptor: closed on destruction.
-class OwnedFd {
- public:
-  OwnedFd() = default;
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  OwnedFd(OwnedFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  OwnedFd& operator=(OwnedFd&& o) noexcept;
-  ~OwnedFd();
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { const int fd = fd_; fd_ = -1; return fd; }
-
- private:
-  int fd_ = -1;
-};
 
 class FdMailbox {
  public:

@@ -148,6 +148,18 @@ TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
 // fast, and destroy frees it.
 class Revoke : public ::testing::TestWithParam<std::string> {};
 
+// An all-reduce of x[4] that another thread revokes after 200 ms; `revoked`
+// is set once coilCommRevoke returned.
+InterruptedCall allReduceRevokedAfter200Ms(coilComm_t comm, float* x, std::atomic<bool>& revoked) {
+  return callInterruptedAfter(
+      200,
+      [&] {
+        EXPECT_EQ(coilCommRevoke(comm), coilSuccess);
+        revoked = true;
+      },
+      [&] { return coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr); });
+}
+
 TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
   std::atomic<bool> revoked{false};
   runRanksRaw({2, Launch::Threads, GetParam()}, [&](const coilUniqueId& id, int rank) {
@@ -155,13 +167,7 @@ TEST_P(Revoke, UnblocksAndKeepsTheHandleUntilDestroy) {
     ASSERT_NE(comm, nullptr);
     if (rank == 0) {
       float x[4] = {1, 1, 1, 1};
-      const InterruptedCall c = callInterruptedAfter(
-          200,
-          [&] {
-            EXPECT_EQ(coilCommRevoke(comm), coilSuccess);
-            revoked = true;
-          },
-          [&] { return coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr); });
+      const InterruptedCall c = allReduceRevokedAfter200Ms(comm, x, revoked);
       EXPECT_NE(c.result, coilSuccess);
       EXPECT_LT(c.msAfterInterrupt, 100.0) << "ms from revoke to return";
       // The handle is still valid: its error, its count, and a clear refusal.
@@ -209,13 +215,7 @@ TEST_P(Revoke, ACallWhoseDataArrivesAfterTheRevokeStillFails) {
     ASSERT_NE(comm, nullptr);
     float x[4] = {1, 1, 1, 1};
     if (rank == 0) {
-      const InterruptedCall c = callInterruptedAfter(
-          200,
-          [&] {
-            EXPECT_EQ(coilCommRevoke(comm), coilSuccess);
-            revoked = true;
-          },
-          [&] { return coilAllReduce(x, x, 4, coilFloat, coilSum, comm, nullptr); });
+      const InterruptedCall c = allReduceRevokedAfter200Ms(comm, x, revoked);
       EXPECT_EQ(c.result, coilRemoteError) << coilGetLastError(comm);
       EXPECT_NE(std::string(coilGetLastError(comm)).find("aborted"), std::string::npos)
           << coilGetLastError(comm);
