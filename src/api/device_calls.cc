@@ -39,6 +39,9 @@ void attachDevice(coilComm* comm) {
         recordError(comm, e.what());
       },
       stagingBytes);
+  const std::optional<std::string> order = env::get("COIL_DEVICE_ORDER");
+  if (order == "stream") comm->forcedOrder = device::StagedStream::Order::kStream;
+  if (order == "host") comm->forcedOrder = device::StagedStream::Order::kHost;
 }
 
 bool onDevice(const CallBuffers& b, coilStream_t stream) {
@@ -105,12 +108,10 @@ namespace {
 // (staged_stream.h says why), stream order otherwise. COIL_DEVICE_ORDER=
 // stream or host overrides it, to measure one against the other (stream
 // order for such ranks can deadlock).
-device::StagedStream::Order orderOf(Communicator& comm) {
-  using Order = device::StagedStream::Order;
-  const std::optional<std::string> forced = env::get("COIL_DEVICE_ORDER");
-  if (forced == "stream") return Order::kStream;
-  if (forced == "host") return Order::kHost;
-  return comm.sharesGpuInProcess() ? Order::kHost : Order::kStream;
+device::StagedStream::Order orderOf(const coilComm* comm, const Communicator& c) {
+  if (comm->forcedOrder) return *comm->forcedOrder;
+  return c.sharesGpuInProcess() ? device::StagedStream::Order::kHost
+                                : device::StagedStream::Order::kStream;
 }
 
 }  // namespace
@@ -118,7 +119,7 @@ device::StagedStream::Order orderOf(Communicator& comm) {
 void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ranges,
                      coilStream_t stream, const char* what, CallWork work) {
   std::string name = what;
-  const auto order = orderOf(usable(comm));
+  const auto order = orderOf(comm, usable(comm));
   stagedStreamOf(comm).enqueue(
       ranges,
       [comm, name, work = std::move(work)](const HostOf& hostOf) {

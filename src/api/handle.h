@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -29,6 +30,9 @@ struct coilComm {
   // device is usable. Reset before impl: its destructor runs the bodies
   // still queued, which use impl.
   std::unique_ptr<coil::device::StagedStream> staged;
+  // COIL_DEVICE_ORDER=stream or host, read at init; none: chosen per
+  // communicator (device_calls.cc).
+  std::optional<coil::device::StagedStream::Order> forcedOrder;
   // The first error of such a call after it returned (coilCommGetAsyncError).
   std::atomic<coilResult_t> deviceError{coilSuccess};
 

@@ -61,7 +61,8 @@ struct RankRecord {
   transport::PeerInfo peer;
   uint32_t version;
   char forcedTransport[16];  // netName or COIL_TRANSPORT, or empty
-  RankGpu gpu;               // CommOptions::gpuUuid
+  uint8_t hasGpu;            // CommOptions::gpuUuid, when set
+  std::array<uint8_t, 16> gpuUuid;
 };
 
 struct SliceRecord {
@@ -261,7 +262,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   me.peer = {localHostHash(), static_cast<int32_t>(getpid()), rank_};
   me.version = COIL_VERSION_CODE;
   std::snprintf(me.forcedTransport, sizeof me.forcedTransport, "%s", forced.c_str());
-  me.gpu = rankGpu(me.peer.hostHash, me.peer.pid, options_.gpuUuid);
+  if (options_.gpuUuid) me.hasGpu = 1, me.gpuUuid = *options_.gpuUuid;
   bootstrap_->allGather(records.data(), sizeof(RankRecord));
 
   std::vector<transport::PeerInfo> infos;
@@ -279,7 +280,9 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
     infos.push_back(rec.peer);
   }
   std::vector<RankGpu> gpus;
-  for (const RankRecord& rec : records) gpus.push_back(rec.gpu);
+  for (const RankRecord& rec : records)
+    gpus.push_back({rec.peer.hostHash, rec.peer.pid,
+                    rec.hasGpu ? std::optional(rec.gpuUuid) : std::nullopt});
   const GpuShare gpu = gpuShare(gpus, rank_);
   sharesGpuInProcess_ = gpu.withThreads;
   if (gpu.processes > 1 && gpu.lowestRank) warnGpuSharedByProcesses(rank_, gpu.processes);

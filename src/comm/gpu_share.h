@@ -22,16 +22,12 @@
 
 namespace coil {
 
-/// What one rank tells the others at init. Fixed size: it travels in a
-/// bootstrap allGather inside the rank's record.
+/// Where one rank runs and on which GPU (from its init record).
 struct RankGpu {
   uint64_t hostHash;  // localHostHash()
   int32_t pid;
-  uint8_t hasGpu;     // 0: this rank has no device (the rest is zero)
-  uint8_t uuid[16];
+  std::optional<std::array<uint8_t, 16>> uuid;  // none: this rank has no device
 };
-
-RankGpu rankGpu(uint64_t hostHash, int32_t pid, const std::optional<std::array<uint8_t, 16>>& uuid);
 
 struct GpuShare {
   bool withThreads = false;  // another rank of this process is on this GPU

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "net/socket.h"
 
 namespace coil {
 namespace {
@@ -50,12 +51,8 @@ void waitSlice(int fd, short events, const Deadline& deadline, const std::atomic
     fail(coilRemoteError, "aborted while ", what);
   if (deadline.expired()) fail(coilTimeout, "timed out after ", deadline.totalMs(), " ms ", what);
   if (check) check();
-  pollfd p{fd, events, 0};
-  if (::poll(&p, 1, std::min(deadline.remainingMs(), kWaitSliceMs)) < 0 && errno != EINTR)
-    failErrno("poll", errno);
+  pollSlice(fd, events, deadline);
 }
-
-bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
 }  // namespace
 

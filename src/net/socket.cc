@@ -34,8 +34,6 @@ void setNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-
 // Errors a connect() may see while the peer is not listening yet.
 bool connectRetryable(int err) {
   return err == ECONNREFUSED || err == ECONNRESET || err == ECONNABORTED || err == ETIMEDOUT ||
@@ -70,9 +68,7 @@ void waitOnce(int fd, short events, const Deadline& deadline, const std::atomic<
               Describe&& what) {
   if (isAborted(abortFlag)) failAborted(what());
   if (deadline.expired()) failTimeout(deadline, what());
-  pollfd p{fd, events, 0};
-  int rc = ::poll(&p, 1, sliceMs(deadline));
-  if (rc < 0 && errno != EINTR) failErrno("poll", errno);
+  pollSlice(fd, events, deadline);
 }
 
 std::string scopeName(uint32_t scope) {
@@ -82,6 +78,13 @@ std::string scopeName(uint32_t scope) {
 }
 
 }  // namespace
+
+bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
+void pollSlice(int fd, short events, const Deadline& deadline) {
+  pollfd p{fd, events, 0};
+  if (::poll(&p, 1, sliceMs(deadline)) < 0 && errno != EINTR) failErrno("poll", errno);
+}
 
 // ---------------------------------------------------------------- addresses
 

@@ -15,6 +15,13 @@
 
 namespace coil {
 
+/// True for the errno of a non-blocking call that may succeed later
+/// (EAGAIN, EWOULDBLOCK, EINTR).
+bool wouldBlock(int err);
+/// One poll() for `events` on fd (fd < 0: only a sleep), at most
+/// kWaitSliceMs and never past the deadline; EINTR returns early.
+void pollSlice(int fd, short events, const Deadline& deadline);
+
 /// An IPv4 or IPv6 address with port.
 struct SocketAddress {
   sockaddr_storage storage{};

@@ -17,7 +17,7 @@ std::array<uint8_t, 16> gpu(uint8_t id) {
 }
 
 RankGpu on(uint64_t host, int32_t pid, std::optional<std::array<uint8_t, 16>> uuid) {
-  return rankGpu(host, pid, uuid);
+  return {host, pid, uuid};
 }
 
 TEST(GpuShare, OneRankPerGpuSharesNothing) {

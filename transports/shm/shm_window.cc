@@ -74,8 +74,8 @@ struct WindowControl {
   // Written by the owner when it goes away: kOpen, kLeft or kBroken.
   alignas(64) std::atomic<uint32_t> closed;
   // Written by the owner each time it starts a wait past its first polls:
-  // the CPU it waits on (-1: none yet). A waiter that finds the rank it
-  // waits for last waiting on its own CPU sleeps at once (waitAll).
+  // the CPU it waits on (-1: none yet). The higher rank of two that find
+  // each other waiting on one CPU moves off it (waitAll).
   alignas(64) std::atomic<int32_t> waitingCpu;
   // Set once at creation.
   alignas(64) uint32_t magic;
