@@ -90,15 +90,20 @@ void Communicator::collective(const CollectiveCall& call) {
   try {
     LinkClaim claim(*this);
     runScheduled(call, seq);
-    // Revoked or aborted while it ran: the call fails even if the peers'
-    // data arrived meanwhile (a waiter woken by the revoke may run only
-    // after a peer posted), so the caller that stopped it always sees it stop.
-    if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed))
-      fail(coilRemoteError, CallText{callOf(call), seq}(),
-           ": the communicator was revoked or aborted during the call");
   } catch (const Error& e) {
+    if (!revokedOrAborted()) {
+      record.fail();
+      breakWith(e);
+    }
+  }
+  // Revoked or aborted while it ran: the call fails, and says why, whatever
+  // its algorithm met. It may have completed (a waiter woken by the revoke
+  // can run only after a peer posted), or failed on the links the revoke
+  // closed ("closed on this side"): the caller that stopped it sees it stop.
+  if (revokedOrAborted()) {
     record.fail();
-    breakWith(e);
+    breakWith(Error(coilRemoteError, CallText{callOf(call), seq}() +
+                                         ": the communicator was revoked or aborted during the call"));
   }
 }
 

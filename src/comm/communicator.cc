@@ -490,7 +490,7 @@ void Communicator::agreeOnSlices() {
 
 void Communicator::checkUsable() const {
   // The revoke first: it is why a call in flight broke the communicator.
-  if (abortFlag_ && abortFlag_->load())
+  if (revokedOrAborted())
     fail(coilInvalidUsage, "the communicator was revoked or aborted (coilCommRevoke/coilCommAbort)");
   coilResult_t err = asyncError_.load();
   if (err != coilSuccess)
@@ -504,7 +504,7 @@ void Communicator::breakWith(const Error& e) {
   // A call cut short by this process's own coilCommRevoke/coilCommAbort
   // failed on request (a shutdown stopping a thread that waits for
   // messages, say): an info line, no warning and no flight-recorder dump.
-  const bool revokedHere = abortFlag_ && abortFlag_->load();
+  const bool revokedHere = revokedOrAborted();
   if (revokedHere)
     COIL_INFO(kColl, e.what());
   else

@@ -185,6 +185,8 @@ class Communicator {
   // (failure_notice.h), and waits up to 100 ms for tcp to send them.
   void noticePeers(const std::string& message) noexcept;
   void checkUsable() const;
+  // This process called coilCommRevoke or coilCommAbort on the communicator.
+  bool revokedOrAborted() const { return abortFlag_ && abortFlag_->load(std::memory_order_relaxed); }
   const transport::Traits& slowestTraits() const;
   void runScheduled(const CollectiveCall& call, uint32_t seq);
   // The fingerprint of a rooted call's agreement step, and the step itself

@@ -218,7 +218,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         continue;
       }
       // Nothing could move: check for failures, then back off.
-      if (abortFlag_ && abortFlag_->load()) fail(coilRemoteError, "point-to-point: communicator aborted");
+      if (revokedOrAborted()) fail(coilRemoteError, "point-to-point: communicator aborted");
       for (const Task& t : tasks) {
         if (t.finished()) continue;
         const bool gone = t.call.isSend ? t.conn->sendFifo().consumerGone().has_value()
