@@ -68,6 +68,9 @@ void issue(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
     enqueueCollective(comm, call, use, device, stream);
     return;
   }
+  if (device && copiesOnOneRank(comm, call, use)) return enqueueOneRankCopy(comm, use, stream);
+  if (device && runsOnPeerWindows(comm, call, use.recvBytes))
+    return enqueuePeerAllReduce(comm, call, stream, function);
   runOrEnqueue(comm, device, rangesOf(use, device), stream, function,
                [call](Communicator& host, const HostOf& of) { host.collective(hostCall(call, of)); });
 }

@@ -35,6 +35,7 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) 
   coilResult_t rc = guarded("coilCommInitRank", h, [&] {
     h->impl = std::make_unique<Communicator>(id, h->nranks, h->rank, opts, &h->abortFlag,
                                              std::move(share));
+    attachPeerWindows(h);  // collective: device memory the ranks map from each other
   });
   h->initState.store(rc);
 }

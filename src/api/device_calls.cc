@@ -132,6 +132,35 @@ void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ran
       stream, order);
 }
 
+void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
+                          const char* what) {
+  Communicator& c = usable(comm);
+  const PeerWindows& pw = *comm->peerWindows;
+  std::string name = what;
+  auto barrier = [comm, name] {
+    try {
+      usable(comm).barrier();
+    } catch (const Error& e) {
+      throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
+    }
+  };
+  stagedStreamOf(comm).enqueuePhases(
+      device::peerAllReducePhases({call.sendbuff, call.recvbuff, call.count, call.type, call.op},
+                                  pw.windows, pw.regionBytes, c.rank(), std::move(barrier)),
+      stream, orderOf(comm, c));
+}
+
+bool copiesOnOneRank(const coilComm* comm, const CollectiveCall& call, const CallBuffers& use) {
+  return comm->nranks == 1 && call.kind != algo::CollKind::Barrier && call.op < coilNumOps &&
+         use.sendBytes == use.recvBytes;
+}
+
+void enqueueOneRankCopy(coilComm* comm, const CallBuffers& use, coilStream_t stream) {
+  usable(comm);  // a revoked or aborted communicator still refuses the call
+  if (use.recvBytes > 0 && use.send != use.recv)
+    device::copyAsync(const_cast<void*>(use.recv), use.send, use.recvBytes, stream);
+}
+
 void drainStaged(coilComm* comm) {
   if (comm->staged) comm->staged->drain();
 }

@@ -69,6 +69,17 @@ void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceR
   enqueueOnStream(comm, ranges, stream, what, CallWork(std::forward<Work>(work)));
 }
 
+/// Enqueues an all-reduce that runs on the peers' mapped device memory
+/// (api/peer_windows.h, device/peer_allreduce.h) on `stream`.
+void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
+                          const char* what);
+
+/// True when `call` on a communicator of one rank only copies its input
+/// to its output (a built-in op, or no op): then a device call is one copy
+/// on its stream, not a trip through host memory.
+bool copiesOnOneRank(const coilComm* comm, const CollectiveCall& call, const CallBuffers& use);
+void enqueueOneRankCopy(coilComm* comm, const CallBuffers& use, coilStream_t stream);
+
 /// Waits for the communicator's device calls still queued (before a host
 /// call, which must follow them).
 void drainStaged(coilComm* comm);

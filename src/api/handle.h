@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "api/peer_windows.h"
 #include "comm/communicator.h"
 #include "device/staged_stream.h"
 
@@ -33,6 +34,10 @@ struct coilComm {
   // COIL_DEVICE_ORDER=stream or host, read at init; none: chosen per
   // communicator (device_calls.cc).
   std::optional<coil::device::StagedStream::Order> forcedOrder;
+  // The peers' device memory, mapped at init (api/peer_windows.h); null
+  // where device all-reduces are staged through host memory. Reset after
+  // `staged` (whose queued calls use it) and before impl.
+  std::unique_ptr<coil::api::PeerWindows> peerWindows;
   // The first error of such a call after it returned (coilCommGetAsyncError).
   std::atomic<coilResult_t> deviceError{coilSuccess};
 

@@ -285,6 +285,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
                     rec.hasGpu ? std::optional(rec.gpuUuid) : std::nullopt});
   const GpuShare gpu = gpuShare(gpus, rank_);
   sharesGpuInProcess_ = gpu.withThreads;
+  allOnOneHostWithGpus_ = coil::allOnOneHostWithGpus(gpus);
   if (gpu.processes > 1 && gpu.lowestRank) warnGpuSharedByProcesses(rank_, gpu.processes);
 
   // Which ranks share a host, as dense indexes by first appearance: the

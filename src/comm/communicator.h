@@ -105,6 +105,9 @@ class Communicator {
   /// process on the same GPU: their streams share the GPU's hardware queues
   /// (device/staged_stream.h says why that matters).
   bool sharesGpuInProcess() const { return sharesGpuInProcess_; }
+  /// True when every rank has a GPU and all are on this host (the same on
+  /// every rank): device memory can then be mapped between them.
+  bool allOnOneHostWithGpus() const { return allOnOneHostWithGpus_; }
   /// The transport of this rank's link to `peer` and why it was chosen
   /// ({"tcp", "not shm: another host"}); {"self", ""} for this rank.
   std::pair<std::string, std::string> linkReport(int peer) const;
@@ -212,6 +215,7 @@ class Communicator {
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
   bool sharesGpuInProcess_ = false;
+  bool allOnOneHostWithGpus_ = false;
   std::vector<std::string> linkReason_;        // by rank: why its link's transport (linkReport)
   struct Registration {
     void* buffer;

@@ -20,4 +20,10 @@ GpuShare gpuShare(const std::vector<RankGpu>& all, int rank) {
   return share;
 }
 
+bool allOnOneHostWithGpus(const std::vector<RankGpu>& all) {
+  return std::all_of(all.begin(), all.end(), [&](const RankGpu& r) {
+    return r.uuid && r.hostHash == all.front().hostHash;
+  });
+}
+
 }  // namespace coil

@@ -39,4 +39,10 @@ struct GpuShare {
 /// rank). A rank without a GPU shares nothing.
 GpuShare gpuShare(const std::vector<RankGpu>& all, int rank);
 
+/// True when every rank has a GPU and all run on one host: then their
+/// device memory can be mapped across processes (CUDA IPC), and device
+/// all-reduces can read it there (api/peer_windows.h). The same answer on
+/// every rank.
+bool allOnOneHostWithGpus(const std::vector<RankGpu>& all);
+
 }  // namespace coil

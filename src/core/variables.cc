@@ -93,6 +93,10 @@ constexpr Variable kVariables[] = {
     byteSize(kLibrary, "COIL_SHM_WINDOW_BYTES", 64 * kKiB, kGiB, "the shared window's slot size"),
     // Device buffers, waiting.
     byteSize(kLibrary, "COIL_STAGING_BYTES", 0, kTiB, "pinned host staging per communicator"),
+    byteSize(kLibrary, "COIL_PEER_WINDOW_BYTES", 0, 16 * kGiB,
+             "device memory each rank shares with its peers (x2); 0: none"),
+    byteSize(kLibrary, "COIL_PEER_MIN_BYTES", 0, INT64_MAX,
+             "device all-reduces from this size read the peers' windows"),
     oneOf(kLibrary, "COIL_DEVICE_ORDER", "auto stream host", false,
           "device calls: streams wait on the host, or the host on streams"),
     oneOf(kLibrary, "COIL_SPIN", "adaptive always", false, "how waiting ranks wait"),

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/owned_fd.h"
+
 namespace coil::device {
 
 enum class MemKind { kHost, kDevice };
@@ -79,5 +81,29 @@ void syncStream(Stream stream);
 /// the GPU's front end waits, no kernel spins. The host releases the
 /// stream by storing a value >= ticket into the word.
 void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket);
+
+/// Device memory that other processes of this host map (CUDA IPC): a cuMem
+/// allocation made exportable as a POSIX file descriptor, which a peer
+/// receives over a Unix socket (net/fd_passing.h) and maps into its own
+/// address space. The same struct describes this rank's allocation and a
+/// peer's imported one.
+struct SharedMemory {
+  void* ptr = nullptr;  // device address in this process
+  size_t bytes = 0;     // mapped bytes (a multiple of the allocation granularity)
+  uint64_t handle = 0;  // the implementation's allocation handle
+};
+/// Why allocShared cannot work on the current device (the driver lacks
+/// cuMem, or POSIX file descriptor handles); empty when it can.
+std::string sharedMemoryUnsupported();
+/// At least `bytes` of device memory on the current device, exportable.
+SharedMemory allocShared(size_t bytes);
+/// A new descriptor for `memory` (from allocShared), to pass to a peer.
+OwnedFd exportShared(const SharedMemory& memory);
+/// Maps a peer's exported allocation (`bytes` as the peer's SharedMemory
+/// says) for the current device; the descriptor stays the caller's.
+SharedMemory importShared(int fd, size_t bytes);
+/// Unmaps and releases an allocation, own or imported (the memory itself
+/// goes when its last mapping does). Null memory is ignored.
+void freeShared(SharedMemory& memory) noexcept;
 
 }  // namespace coil::device

@@ -2,6 +2,7 @@
 // memory, and whatever needs a device says the build has none.
 #include "core/error.h"
 #include "device/device.h"
+#include "device/device_reduce.h"
 
 namespace coil::device {
 namespace {
@@ -34,5 +35,14 @@ void waitEvent(Stream, Event) { noCuda("waitEvent"); }
 void syncEvent(Event) { noCuda("syncEvent"); }
 void syncStream(Stream) { noCuda("syncStream"); }
 void waitWord(Stream, const volatile uint32_t*, uint32_t) { noCuda("waitWord"); }
+std::string sharedMemoryUnsupported() { return kReason; }
+SharedMemory allocShared(size_t) { noCuda("allocShared"); }
+OwnedFd exportShared(const SharedMemory&) { noCuda("exportShared"); }
+SharedMemory importShared(int, size_t) { noCuda("importShared"); }
+void freeShared(SharedMemory& memory) noexcept { memory = SharedMemory{}; }
+void reduceAsync(void*, const void*, const void*, size_t, coilDataType_t, coilRedOp_t, void*) {
+  noCuda("reduceAsync");
+}
+void divideAsync(void*, const void*, size_t, coilDataType_t, int, void*) { noCuda("divideAsync"); }
 
 }  // namespace coil::device

@@ -182,6 +182,69 @@ void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, St
   submit(std::move(job));
 }
 
+void StagedStream::enqueuePhases(std::vector<Phase> phases, Stream stream, Order order) {
+  if (phases.empty()) return;  // nothing to order: a job needs a ticket
+  std::lock_guard<std::mutex> inOrder(enqueueMutex_);
+  if (order == Order::kHost) return runPhasesInHostOrder(phases, stream);
+  Job job;
+  try {
+    enqueuePhasesOn(job, phases, stream);
+    job.phases = std::move(phases);
+  } catch (...) {
+    // As enqueue: the waits already queued are still released.
+    try {
+      recordEvent(blockFree_, stream);
+    } catch (const Error&) {
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (job.lastTicket == 0) returnEvents(job);
+    else submit(std::move(job));
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  submit(std::move(job));
+}
+
+// Each phase's GPU work, an event for the proxy, and a wait for the proxy's
+// host step; the last wait too, so that the block's (and a phased call's
+// shared memory's) next user starts after the call's last host step.
+void StagedStream::enqueuePhasesOn(Job& job, const std::vector<Phase>& phases, Stream stream) {
+  waitEvent(stream, blockFree_);
+  for (const Phase& phase : phases) {
+    if (phase.onStream) phase.onStream(stream);
+    Trip& t = job.inbound.emplace_back();
+    recordOn(t, stream);
+    waitFor(job, t, stream);
+  }
+  recordEvent(blockFree_, stream);
+}
+
+void StagedStream::runPhasesInHostOrder(const std::vector<Phase>& phases, Stream stream) {
+  waitEvent(stream, blockFree_);
+  try {
+    for (const Phase& phase : phases) {
+      if (phase.onStream) phase.onStream(stream);
+      syncStream(stream);
+      if (phase.onHost) phase.onHost();
+    }
+  } catch (...) {
+    try {
+      recordEvent(blockFree_, stream);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  recordEvent(blockFree_, stream);
+}
+
+void StagedStream::runPhases(Job& job) {
+  for (size_t i = 0; i < job.phases.size(); ++i) {
+    syncEvent(job.inbound[i].event);
+    if (job.phases[i].onHost) job.phases[i].onHost();
+    release(job.inbound[i].ticket);
+  }
+}
+
 void StagedStream::submit(Job&& job) {
   queue_.push_back(std::move(job));
   ++enqueued_;
@@ -222,19 +285,23 @@ void StagedStream::moveTrip(const Trip& t, bool inbound, uint8_t* host) {
   }
 }
 
+void StagedStream::recordOn(Trip& t, Stream stream) {
+  t.event = takeEvent();
+  recordEvent(t.event, stream);
+}
+
+void StagedStream::waitFor(Job& job, Trip& t, Stream stream) {
+  t.ticket = issued_ + 1;
+  waitWord(stream, word_, t.ticket);
+  issued_ = job.lastTicket = t.ticket;
+}
+
 // Puts the call's copies and waits on `stream` (staged_stream.h), filling
 // in `job`'s tickets and events as it goes.
 void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream) {
   waitEvent(stream, blockFree_);  // never recorded yet: waits for nothing
-  auto waitFor = [&](Trip& t) {
-    t.ticket = issued_ + 1;
-    waitWord(stream, word_, t.ticket);
-    issued_ = job.lastTicket = t.ticket;
-  };
-  auto recordOn = [&](Trip& t) {
-    t.event = takeEvent();
-    recordEvent(t.event, stream);
-  };
+  auto waitFor = [&](Trip& t) { this->waitFor(job, t, stream); };
+  auto recordOn = [&](Trip& t) { this->recordOn(t, stream); };
   if (job.inBlock) {
     copyRanges(job, ranges, true, stream);
     Trip& t = job.inbound.emplace_back();
@@ -308,6 +375,7 @@ void StagedStream::release(uint32_t ticket) {
 // it, run the body, then fill the block for each outbound trip once the
 // stream has emptied it of the previous one.
 void StagedStream::run(Job& job) {
+  if (!job.phases.empty()) return runPhases(job);
   if (job.inBlock) {
     syncEvent(job.inbound.front().event);
     job.body(stagedIn(job.spans, block_));
@@ -344,7 +412,7 @@ void StagedStream::proxyLoop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    if (job.body) {
+    if (job.runnable()) {
       try {
         run(job);
       } catch (const Error& e) {

@@ -126,6 +126,22 @@ class StagedStream {
   /// runs the body first, and a body's error is thrown here. Thread-safe.
   void enqueue(const std::vector<DeviceRange>& ranges, Body body, Stream stream,
                Order order = Order::kStream);
+  /// One step of a call that hands over between the GPU and the host more
+  /// than once (an all-reduce over peers' mapped device memory,
+  /// device/peer_allreduce.h). `onStream` puts GPU work on the stream, at
+  /// the call; `onHost` runs on the proxy once the stream has done that
+  /// work (a host barrier with the peers, say); the stream's next phase,
+  /// and whatever follows the call, waits for it.
+  struct Phase {
+    std::function<void(Stream)> onStream;
+    std::function<void()> onHost;
+  };
+  /// Enqueues `phases` on `stream` as one job, in order with every other
+  /// job of this object. Stream order: returns at once (an `onHost` error
+  /// goes to onError, and the later phases' GPU work still runs, on
+  /// undefined data). Host order: runs each phase's GPU work, waits for the
+  /// stream, then runs its host step; an error is thrown here.
+  void enqueuePhases(std::vector<Phase> phases, Stream stream, Order order = Order::kStream);
   /// Blocks until every body enqueued so far has run (host work that must
   /// follow them in program order calls this first).
   void drain();
@@ -151,6 +167,8 @@ class StagedStream {
     std::vector<Trip> inbound, outbound;
     uint32_t lastTicket = 0;
     Body body;  // empty: the enqueue failed half-way; only its tickets to release
+    std::vector<Phase> phases;  // a phased job (then no body): inbound[i] is phase i's trip
+    bool runnable() const { return body || !phases.empty(); }
   };
 
   static std::vector<Span> layout(const std::vector<DeviceRange>& ranges, size_t* total);
@@ -165,12 +183,19 @@ class StagedStream {
                           bool inbound) const;
   void enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
   void runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
+  void enqueuePhasesOn(Job& job, const std::vector<Phase>& phases, Stream stream);
+  void runPhasesInHostOrder(const std::vector<Phase>& phases, Stream stream);
+  void runPhases(Job& job);
   // The copies both orders make (inbound: towards the host side).
   void copyRanges(const Job& job, const std::vector<DeviceRange>& ranges, bool inbound, Stream stream);
   void copyTrip(const Trip& t, bool inbound, Stream stream);  // device <-> block, on the stream
   void moveTrip(const Trip& t, bool inbound, uint8_t* host);   // block <-> host staging, here
   uint8_t* hostStaging(size_t bytes);  // plain host memory, for calls past the staging bytes
   Event takeEvent();
+  // Makes the stream wait, after the work queued so far, for the proxy to
+  // reach a new ticket; and records an event there for the proxy.
+  void recordOn(Trip& t, Stream stream);
+  void waitFor(Job& job, Trip& t, Stream stream);
   void returnEvents(const Job& job);  // to the pool; mutex_ held
   void submit(Job&& job);             // to the proxy; mutex_ held
   void release(uint32_t ticket);

@@ -2,6 +2,7 @@
 // on it (their calls run in host order), how many processes use it (init
 // warns: the GPU time-slices between them), and who says so. No GPU needed:
 // the UUIDs are made up, as CUDA_VISIBLE_DEVICES makes ordinals differ.
+// And whether the ranks can map each other's device memory at all.
 #include <gtest/gtest.h>
 
 #include "comm/gpu_share.h"
@@ -63,6 +64,18 @@ TEST(GpuShare, RanksWithoutAGpuShareNothing) {
   EXPECT_EQ(gpuShare(all, 0).processes, 1);
   EXPECT_EQ(gpuShare(all, 2).processes, 1);
   EXPECT_TRUE(gpuShare(all, 2).lowestRank);
+}
+
+// Peer windows (api/peer_windows.h) need every rank on one host with a GPU:
+// any GPU, shared or not; one rank without one, or on another host, is enough
+// to rule them out, on every rank alike.
+TEST(GpuShare, PeerWindowsNeedEveryRankOnOneHostWithAGpu) {
+  EXPECT_TRUE(allOnOneHostWithGpus({on(1, 100, gpu(0)), on(1, 101, gpu(0))}));
+  EXPECT_TRUE(allOnOneHostWithGpus({on(1, 100, gpu(0)), on(1, 100, gpu(1)), on(1, 102, gpu(0))}));
+  EXPECT_TRUE(allOnOneHostWithGpus({on(7, 100, gpu(3))}));
+  EXPECT_FALSE(allOnOneHostWithGpus({on(1, 100, gpu(0)), on(1, 101, std::nullopt)}));
+  EXPECT_FALSE(allOnOneHostWithGpus({on(1, 100, std::nullopt), on(1, 101, gpu(0))}));
+  EXPECT_FALSE(allOnOneHostWithGpus({on(1, 100, gpu(0)), on(2, 100, gpu(0))}));
 }
 
 }  // namespace

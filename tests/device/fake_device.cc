@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -11,7 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "core/error.h"
+#include "device/device_reduce.h"
+#include "reduce/reduce.h"
 
 namespace coil::device {
 namespace {
@@ -273,6 +281,51 @@ void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket) {
         break;
       }
   });
+}
+
+// Shared memory: a memfd segment, mapped by whoever holds its descriptor
+// (other processes too, after fd passing), as cuMem's POSIX handles are.
+std::string sharedMemoryUnsupported() { return {}; }
+
+SharedMemory allocShared(size_t bytes) {
+  noteAllocation();
+  const size_t size = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  OwnedFd fd(memfd_create("coil-fake-shared", MFD_CLOEXEC));
+  if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+    fail(coilSystemError, "allocShared: memfd: ", std::strerror(errno));
+  SharedMemory m = importShared(fd.get(), size);
+  m.handle = static_cast<uint64_t>(dup(fd.get()));  // kept for exportShared
+  return m;
+}
+
+OwnedFd exportShared(const SharedMemory& memory) {
+  return OwnedFd(fcntl(static_cast<int>(memory.handle), F_DUPFD_CLOEXEC, 0));
+}
+
+SharedMemory importShared(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) fail(coilSystemError, "importShared: mmap: ", std::strerror(errno));
+  return {p, bytes, ~uint64_t{0}};
+}
+
+void freeShared(SharedMemory& memory) noexcept {
+  if (memory.ptr == nullptr) return;
+  munmap(memory.ptr, memory.bytes);
+  if (memory.handle != ~uint64_t{0}) ::close(static_cast<int>(memory.handle));
+  memory = SharedMemory{};
+}
+
+// The kernels, as the host's (bitwise what the GPU's must give).
+void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilDataType_t type,
+                 coilRedOp_t op, void* stream) {
+  const reduce::ReduceFn fn = reduce::kernel(type, op);
+  streamOf(stream).push([=] { fn(dst, a, b, count); });
+}
+
+void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
+                 void* stream) {
+  const reduce::DivideFn fn = reduce::divider(type);
+  streamOf(stream).push([=] { fn(dst, src, count, divisor); });
 }
 
 namespace fake {

@@ -9,6 +9,10 @@
 // nothing is allocated or freed while a stream waits on a word (the
 // implicit-synchronisation hazard, staged_stream.h), and copies touch only
 // memory that exists.
+//
+// Device memory shared between processes (allocShared and friends) is a
+// memfd segment, and the two kernels of device_reduce.h that the peer
+// all-reduce uses run coil's host kernels on the stream's thread.
 #pragma once
 
 #include <functional>

@@ -38,6 +38,13 @@ echo "== gpu_collectives_test Threads*"
 t watched 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
 echo "== gpu_collectives_test Threads* with COIL_STAGING_BYTES=0 (every call through the block in trips)"
 COIL_STAGING_BYTES=0 t watched 40 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' >> "$OUT/threads.log" 2>&1; sum "$OUT/threads.log"
+# The all-reduce over the peers' mapped memory (CUDA IPC), for every call
+# and in 64 KiB windows (several chunks): tests/gpu/meson.build's peer runs.
+echo "== gpu_collectives_test Threads* and Procs* on peer windows"
+COIL_PEER_MIN_BYTES=1 COIL_PEER_WINDOW_BYTES=65536 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t watched 60 ./tests/gpu/gpu_collectives_test --gtest_filter='Threads*' > "$OUT/peer.log" 2>&1; sum "$OUT/peer.log"
+COIL_PEER_MIN_BYTES=1 COIL_PEER_WINDOW_BYTES=65536 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' >> "$OUT/peer.log" 2>&1; sum "$OUT/peer.log"
+echo "peer windows in use (init lines): $(grep -c "read the peers' device memory" "$OUT/peer.log"); staged instead: $(grep -c "staged through host memory" "$OUT/peer.log")"
+grep -m2 "staged through host memory" "$OUT/peer.log"
 echo "== gpu_collectives_test Procs*"
 t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
 # Processes that share the GPU (2-4 ranks here, no MPS yet): init's warning, once per process.
@@ -47,18 +54,18 @@ echo "== device_reduce_test, device_convert_test, device_reduce_bench"
 t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
 t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
 t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
-# Device calls of <= 1 KiB took 6-8x as long as 4 KiB ones (H100, 2026-11-26;
-# COIL_BIND made no difference). Is it the one-shot's wait giving up its
-# 50 us of polling and sleeping (a wake-up on a VM's idle vCPU is slow)?
-echo "== coil_perf -P 2 --memory device, small sizes: default, COIL_SPIN=always, COIL_SPIN_US=2000"
-for spin in "" COIL_SPIN=always COIL_SPIN_US=2000; do
-  ( [ -n "$spin" ] && export "$spin"; t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 16K -f 4 --memory device -c 1 -n 20 -w 3 -T 20 >> "$OUT/perf.log" 2>&1 )
-  grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -9 | head -6
-done
 for n in 2 4; do
   echo "== coil_perf -P $n --memory device"
   t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 16 -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
   grep -v "^# Rank\|^#  Rank" "$OUT/perf.log" | tail -16 | head -14
+done
+echo "== coil_perf -P 2 and 4 --memory device, 1-64 MiB: peer windows off (COIL_PEER_WINDOW_BYTES=0), on, off, on"
+for n in 2 4; do
+  for w in 0 "" 0 ""; do
+    echo "-- P=$n COIL_PEER_WINDOW_BYTES=${w:-default}"
+    ( [ -n "$w" ] && export COIL_PEER_WINDOW_BYTES=$w; t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 1M -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1 )
+    cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
+  done
 done
 echo "== coil_perf -P 2 --memory host (same card, same run)"
 t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 64M -f 4 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1

@@ -1,0 +1,148 @@
+#include "api/peer_windows.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "api/handle.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "net/fd_passing.h"
+
+namespace coil::api {
+namespace {
+
+constexpr int64_t kDefaultRegionBytes = int64_t{32} << 20;
+// Below this a device all-reduce is staged through host memory: one
+// handover between the GPU and the host instead of three.
+constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;
+// The descriptor exchange is local to the host; a rank that has not sent
+// its own by then is stuck or gone.
+constexpr int64_t kExchangeMs = 60'000;
+
+bool everyRankAgrees(Communicator& c, bool mine) {
+  int32_t yes = mine ? 1 : 0, all = 0;
+  c.collective({algo::CollKind::AllReduce, &yes, &all, 1, coilInt32, coilMin, 0});
+  return all == 1;
+}
+
+// Rank 0's values, on every rank: settings the ranks must share.
+void fromRankZero(Communicator& c, uint64_t* values, size_t count) {
+  std::vector<uint64_t> out(count);
+  c.collective({algo::CollKind::Broadcast, values, out.data(), count, coilUint64, coilSum, 0});
+  std::copy(out.begin(), out.end(), values);
+}
+
+std::string mailboxName(uint64_t token, int rank) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(token));
+  return std::string("peer-window-") + hex + "-" + std::to_string(rank);
+}
+
+// Sends this rank's descriptor to every other rank, while the caller
+// receives theirs (a send waits for its receipt, so one thread could not
+// do both in any order that suits every rank).
+std::string sendToEveryPeer(uint64_t token, const Communicator& c, int fd, const Deadline& deadline,
+                            const std::atomic<bool>* abortFlag) {
+  try {
+    for (int peer = 0; peer < c.nranks(); ++peer)
+      if (peer != c.rank())
+        FdMailbox::send(mailboxName(token, peer), static_cast<uint64_t>(c.rank()),
+                        std::span<const int>(&fd, 1), deadline, abortFlag);
+    return {};
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+PeerWindows::~PeerWindows() {
+  for (device::SharedMemory& m : mappings) device::freeShared(m);
+}
+
+void attachPeerWindows(coilComm* comm) {
+  Communicator& c = *comm->impl;
+  // The same on every rank, so that every rank takes part in what follows
+  // or none does.
+  if (c.nranks() < 2 || !c.allOnOneHostWithGpus()) return;
+  const int rank = c.rank(), nranks = c.nranks();
+  uint64_t shared[3] = {
+      static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
+                                .value_or(kDefaultRegionBytes)),
+      static_cast<uint64_t>(
+          env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
+      std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid())};
+  fromRankZero(c, shared, 3);
+  auto pw = std::make_unique<PeerWindows>();
+  pw->regionBytes = shared[0] / 4096 * 4096;
+  pw->minBytes = shared[1];
+  const uint64_t token = shared[2];
+  pw->mappings.resize(static_cast<size_t>(nranks));
+
+  std::string why;
+  OwnedFd exported;
+  std::optional<FdMailbox> mailbox;
+  if (pw->regionBytes == 0) why = "COIL_PEER_WINDOW_BYTES is below a page";
+  else
+    try {
+      device::setDevice(comm->device);  // a non-blocking init runs on a thread of its own
+      why = device::sharedMemoryUnsupported();
+      if (why.empty()) {
+        pw->mappings[rank] = device::allocShared(2 * pw->regionBytes);
+        exported = device::exportShared(pw->mappings[rank]);
+        mailbox.emplace(mailboxName(token, rank));
+      }
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  auto noWindows = [&](const std::string& reason) {
+    COIL_INFO(kInit, "device all-reduces are staged through host memory: ",
+              reason.empty() ? std::string("another rank cannot share device memory") : reason);
+  };
+  if (!everyRankAgrees(c, why.empty())) return noWindows(why);
+
+  std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
+  uint64_t mySize = pw->mappings[rank].bytes;
+  c.collective({algo::CollKind::AllGather, &mySize, sizes.data(), 1, coilUint64, coilSum, 0});
+  const Deadline deadline = Deadline::after(std::min<int64_t>(kExchangeMs, c.options().timeoutMs));
+  std::string sendError;
+  std::thread sender([&] {
+    sendError = sendToEveryPeer(token, c, exported.get(), deadline, &comm->abortFlag);
+  });
+  // Every peer's message is taken even after a failure, so that no sender
+  // waits for its receipt until the deadline.
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer == rank) continue;
+    try {
+      std::vector<OwnedFd> fds = mailbox->receive(static_cast<uint64_t>(peer), deadline, &comm->abortFlag);
+      if (!why.empty()) continue;
+      if (fds.size() != 1)
+        fail(coilInternalError, "rank ", peer, " sent ", fds.size(), " descriptors, not 1");
+      pw->mappings[peer] = device::importShared(fds[0].get(), sizes[peer]);
+    } catch (const Error& e) {
+      if (why.empty()) why = std::string("mapping rank ") + std::to_string(peer) + "'s window: " + e.what();
+    }
+  }
+  sender.join();
+  if (why.empty() && !sendError.empty()) why = "sending this rank's window: " + sendError;
+  if (!everyRankAgrees(c, why.empty())) return noWindows(why);
+
+  for (const device::SharedMemory& m : pw->mappings) {
+    auto* base = static_cast<uint8_t*>(m.ptr);
+    pw->windows.push_back({base, base + pw->regionBytes});
+  }
+  COIL_INFO(kInit, "device all-reduces of ", pw->minBytes, " bytes and more read the peers' ",
+            "device memory (CUDA IPC, 2 x ", pw->regionBytes, " bytes per rank)");
+  comm->peerWindows = std::move(pw);
+}
+
+bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call, size_t bytes) {
+  return comm->peerWindows && call.kind == algo::CollKind::AllReduce && call.op < coilNumOps &&
+         bytes > 0 && bytes >= comm->peerWindows->minBytes;
+}
+
+}  // namespace coil::api

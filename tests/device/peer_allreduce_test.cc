@@ -1,0 +1,301 @@
+// The peer all-reduce (device/peer_allreduce.h), run by StagedStream on the
+// fake GPU (fake_device.cc): ranks as threads and as forked processes, each
+// with a window from allocShared whose descriptor reaches the others over
+// FdMailbox, as api/peer_windows.cc does on a GPU. Results are checked bit
+// for bit against the independent reference (tests/harness/reference.h),
+// at awkward sizes, over several chunks, in place, in stream and host
+// order; and a rank that never arrives fails its peers' calls without
+// holding up their streams.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/error.h"
+#include "device/peer_allreduce.h"
+#include "device/staged_stream.h"
+#include "harness/reference.h"
+#include "net/fd_passing.h"
+#include "tests/device/fake_device.h"
+
+namespace coil::device {
+namespace {
+
+using Order = StagedStream::Order;
+
+// A barrier in memory shared by every rank, threads or processes.
+struct SharedBarrier {
+  std::atomic<uint32_t> arrived{0};
+  std::atomic<uint32_t> generation{0};
+  int nranks = 0;
+
+  void wait(int timeoutMs) {
+    const uint32_t gen = generation.load();
+    if (arrived.fetch_add(1) + 1 == static_cast<uint32_t>(nranks)) {
+      arrived.store(0);
+      generation.fetch_add(1);
+      return;
+    }
+    const Deadline deadline = Deadline::after(timeoutMs);
+    while (generation.load() == gen) {
+      if (deadline.expired()) fail(coilTimeout, "test barrier: a rank did not arrive");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+};
+
+SharedBarrier* makeSharedBarrier(int nranks) {
+  void* p = mmap(nullptr, sizeof(SharedBarrier), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error("mmap");
+  auto* b = new (p) SharedBarrier();
+  b->nranks = nranks;
+  return b;
+}
+
+struct Case {
+  coilDataType_t type;
+  coilRedOp_t op;
+  size_t count;
+  bool inPlace;
+};
+
+// Windows of two 4 KiB regions: any call past 4 KiB runs in several chunks.
+constexpr size_t kRegionBytes = 4096;
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {coilInt32, coilSum, 1, false},       {coilInt32, coilSum, 7, false},
+      {coilInt32, coilSum, 131, false},     {coilInt32, coilSum, 2, false},
+      {coilInt32, coilSum, 3001, false},    {coilInt32, coilSum, 3001, true},
+      {coilFloat32, coilMax, 257, false},   {coilFloat32, coilAvg, 1000, false},
+      {coilInt64, coilProd, 53, false},     {coilBfloat16, coilSum, 2999, false},
+      {coilUint8, coilMin, 4099, false},    {coilFloat64, coilAvg, 2049, true},
+      {coilFloat16, coilSum, 5, true},
+  };
+  return all;
+}
+
+std::string mailboxPrefix() {
+  static std::atomic<int> runs{0};
+  return "peer-test-" + std::to_string(::getpid()) + "-" + std::to_string(runs++) + "-";
+}
+
+// The windows of every rank as this one maps them: its own from
+// allocShared, the others' through their descriptors.
+std::vector<SharedMemory> exchangeWindows(const std::string& prefix, int rank, int nranks,
+                                          SharedBarrier* barrier) {
+  std::vector<SharedMemory> maps(static_cast<size_t>(nranks));
+  maps[rank] = allocShared(2 * kRegionBytes);
+  FdMailbox box(prefix + std::to_string(rank));
+  OwnedFd mine = exportShared(maps[rank]);
+  barrier->wait(20000);  // every mailbox is open
+  std::thread sender([&] {
+    const int fd = mine.get();
+    for (int peer = 0; peer < nranks; ++peer)
+      if (peer != rank)
+        FdMailbox::send(prefix + std::to_string(peer), static_cast<uint64_t>(rank),
+                        std::span<const int>(&fd, 1), Deadline::after(20000));
+  });
+  for (int peer = 0; peer < nranks; ++peer) {
+    if (peer == rank) continue;
+    std::vector<OwnedFd> fds = box.receive(static_cast<uint64_t>(peer), Deadline::after(20000));
+    maps[peer] = importShared(fds.at(0).get(), maps[rank].bytes);
+  }
+  sender.join();
+  return maps;
+}
+
+// One rank's run of every case; "" or what went wrong.
+std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
+                    const std::string& prefix, const std::vector<Case>& todo, int barrierMs,
+                    int absentRank = -1) {
+  std::vector<SharedMemory> maps = exchangeWindows(prefix, rank, nranks, barrier);
+  std::vector<PeerWindow> windows;
+  for (const SharedMemory& m : maps)
+    windows.push_back({static_cast<uint8_t*>(m.ptr), static_cast<uint8_t*>(m.ptr) + kRegionBytes});
+  std::string problems;
+  std::mutex problemsMutex;
+  auto note = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(problemsMutex);
+    problems += what + "\n";
+  };
+  size_t most = 0;
+  for (const Case& c : todo) most = std::max(most, c.count * test::sizeOf(c.type));
+  // Everything the calls use is allocated first: nothing while a stream waits.
+  auto* send = static_cast<uint8_t*>(allocDevice(most));
+  auto* recv = static_cast<uint8_t*>(allocDevice(most));
+  {
+    StagedStream staged(0, [&](const Error& e) { note(std::string("async: ") + e.what()); });
+    Stream stream = createStream();
+    for (const Case& c : todo) {
+      const std::vector<uint8_t> input = test::makeInput(c.type, c.op, rank, nranks, c.count);
+      const std::vector<uint8_t> want = test::makeExpected(c.type, c.op, nranks, c.count);
+      std::memcpy(send, input.data(), c.count * test::sizeOf(c.type));  // the reference pads a byte
+      uint8_t* out = c.inPlace ? send : recv;
+      std::memset(recv, 0xA5, most);
+      auto phases = peerAllReducePhases({send, out, c.count, c.type, c.op}, windows, kRegionBytes,
+                                        rank, [&] { barrier->wait(barrierMs); });
+      try {
+        staged.enqueuePhases(std::move(phases), stream, order);
+      } catch (const Error& e) {
+        note(std::string("call: ") + e.what());
+      }
+      syncStream(stream);  // in stream order: the stream passed the last host step
+      staged.drain();
+      if (absentRank >= 0) continue;  // the failure test checks the errors only
+      const size_t bad = test::firstMismatch(c.type, out, want.data(), c.count);
+      if (bad != SIZE_MAX)
+        note(std::string(test::nameOf(c.type)) + " " + test::nameOf(c.op) + " count " +
+             std::to_string(c.count) + (c.inPlace ? " in place" : "") + ": element " +
+             std::to_string(bad) + " differs on rank " + std::to_string(rank));
+    }
+    destroyStream(stream);
+  }
+  freeDevice(send);
+  freeDevice(recv);
+  for (SharedMemory& m : maps) freeShared(m);
+  return problems;
+}
+
+struct RankSetup {
+  bool processes;
+  int nranks;
+  Order order;
+};
+
+std::string nameOf(const testing::TestParamInfo<RankSetup>& info) {
+  return std::string(info.param.processes ? "procs" : "threads") + "_" +
+         std::to_string(info.param.nranks) + "_" +
+         (info.param.order == Order::kStream ? "stream" : "host");
+}
+
+// Runs `body(rank)` on every rank as the setup says; returns each rank's report.
+std::vector<std::string> onEveryRank(const RankSetup& s,
+                                     const std::function<std::string(int)>& body) {
+  std::vector<std::string> reports(static_cast<size_t>(s.nranks));
+  if (!s.processes) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < s.nranks; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          reports[r] = body(r);
+        } catch (const std::exception& e) {
+          reports[r] = std::string("threw: ") + e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    return reports;
+  }
+  std::vector<pid_t> children;
+  for (int r = 0; r < s.nranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::string report;
+      try {
+        report = body(r);
+      } catch (const std::exception& e) {
+        report = std::string("threw: ") + e.what();
+      }
+      if (!report.empty()) std::fprintf(stderr, "rank %d: %s", r, report.c_str());
+      std::fflush(stderr);
+      _exit(report.empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < s.nranks; ++r) {
+    int status = 0;
+    for (;;) {
+      if (waitpid(children[r], &status, WNOHANG) == children[r]) break;
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(60)) {
+        for (pid_t p : children) kill(p, SIGKILL);
+        waitpid(children[r], &status, 0);
+        reports[r] = "did not finish within 60 s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (reports[r].empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      reports[r] = "failed (its stderr says how)";
+  }
+  return reports;
+}
+
+class PeerAllReduce : public testing::TestWithParam<RankSetup> {};
+
+TEST_P(PeerAllReduce, EveryCaseMatchesTheReference) {
+  const RankSetup s = GetParam();
+  SharedBarrier* barrier = makeSharedBarrier(s.nranks);
+  const std::string prefix = mailboxPrefix();
+  const auto reports = onEveryRank(s, [&](int rank) {
+    return runRank(rank, s.nranks, s.order, barrier, prefix, cases(), 20000);
+  });
+  for (int r = 0; r < s.nranks; ++r) EXPECT_EQ(reports[r], "") << "rank " << r;
+  munmap(barrier, sizeof(SharedBarrier));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, PeerAllReduce,
+    testing::Values(RankSetup{false, 1, Order::kStream}, RankSetup{false, 2, Order::kStream},
+                    RankSetup{false, 3, Order::kHost}, RankSetup{false, 5, Order::kStream},
+                    RankSetup{true, 2, Order::kStream}, RankSetup{true, 3, Order::kStream},
+                    RankSetup{true, 2, Order::kHost}, RankSetup{true, 5, Order::kStream}),
+    nameOf);
+
+// A rank that stops taking part: its peers' calls fail (the barrier's
+// timeout reaches onError) and their streams still go on.
+TEST(PeerAllReduceFaults, ARankThatNeverArrivesFailsItsPeersWithoutHoldingTheirStreams) {
+  const int nranks = 3;
+  SharedBarrier* barrier = makeSharedBarrier(nranks);
+  const std::string prefix = mailboxPrefix();
+  const std::vector<Case> one = {{coilInt32, coilSum, 3001, false}};
+  std::vector<std::string> reports(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r)
+    threads.emplace_back([&, r] {
+      if (r == 2) {  // maps the windows, then leaves
+        std::vector<SharedMemory> maps = exchangeWindows(prefix, r, nranks, barrier);
+        for (SharedMemory& m : maps) freeShared(m);
+        return;
+      }
+      reports[r] = runRank(r, nranks, Order::kStream, barrier, prefix, one, 300, 2);
+    });
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(reports[r].find("async: test barrier: a rank did not arrive"), std::string::npos)
+        << "rank " << r << ": " << reports[r];
+  }
+  munmap(barrier, sizeof(SharedBarrier));
+}
+
+TEST(PeerSlice, SlicesCoverEveryElementOnceAndStartAligned) {
+  for (size_t elementBytes : {1, 2, 4, 8})
+    for (int nranks : {1, 2, 3, 5, 7, 8})
+      for (size_t elements : {size_t{0}, size_t{1}, size_t{2}, size_t{63}, size_t{64}, size_t{1000},
+                              size_t{4099}, size_t{65537}}) {
+        size_t next = 0;
+        for (int r = 0; r < nranks; ++r) {
+          const Slice s = peerSlice(elements, elementBytes, nranks, r);
+          ASSERT_EQ(s.first, next) << elements << " elements, rank " << r << " of " << nranks;
+          if (s.count > 0) {
+            ASSERT_EQ(s.first * elementBytes % kPeerSliceAlignBytes, 0u) << "rank " << r;
+          }
+          next += s.count;
+        }
+        ASSERT_EQ(next, elements) << elementBytes << "-byte elements over " << nranks;
+      }
+}
+
+}  // namespace
+}  // namespace coil::device
