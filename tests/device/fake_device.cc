@@ -185,6 +185,11 @@ MemKind kindOf(const void* ptr) {
 int currentDevice() { return 0; }
 void setDevice(int) {}
 int deviceCount() { return 1; }
+Uuid uuidOf(int) {  // one GPU: every rank of every process shares it
+  Uuid uuid{};
+  uuid.fill(0xFA);
+  return uuid;
+}
 
 void* allocDevice(size_t bytes) {
   noteAllocation();

@@ -1,0 +1,180 @@
+// The whole device path of the library on the fake GPU (fake_device.cc):
+// communicators made through the C API, calls on "device" buffers and
+// streams, the peer windows made at init (cuMem's part played by memfd
+// segments, their descriptors passed between ranks as on a GPU host) and
+// the all-reduce over them, beside the staged path. Ranks as threads (host
+// order: they share the one fake GPU in one process) and as processes
+// (stream order), over shm and tcp, at awkward sizes and rank counts,
+// checked bit for bit against the reference. No GPU needed; what this
+// cannot show is CUDA itself (the gpu suite's peer runs do).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/handle.h"
+#include "device/device.h"
+#include "harness/reference.h"
+#include "harness/run_ranks.h"
+
+namespace coil::test {
+namespace {
+
+// A "device" buffer of the fake GPU: kindOf says device for its start.
+class FakeDeviceBuffer {
+ public:
+  explicit FakeDeviceBuffer(size_t bytes) : p_(static_cast<uint8_t*>(device::allocDevice(bytes))) {}
+  ~FakeDeviceBuffer() { device::freeDevice(p_); }
+  uint8_t* get() const { return p_; }
+
+ private:
+  uint8_t* p_;
+};
+
+struct Case {
+  coilDataType_t type;
+  coilRedOp_t op;
+  size_t count;
+  bool inPlace;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {coilInt32, coilSum, 1, false},     {coilInt32, coilSum, 2, false},
+      {coilInt32, coilSum, 131, false},   {coilInt32, coilSum, 3001, true},
+      {coilFloat32, coilAvg, 1000, false}, {coilBfloat16, coilMax, 2999, false},
+      {coilInt64, coilProd, 53, false},   {coilUint8, coilMin, 4099, true},
+      {coilFloat64, coilSum, 2049, false},
+  };
+  return all;
+}
+
+// Every case's all-reduce on device buffers and a stream, then an
+// all-gather (staged: not an all-reduce) in between, each checked.
+void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
+  device::Stream stream = device::createStream();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(::testing::Message() << nameOf(c.type) << " " << nameOf(c.op) << " count "
+                                      << c.count << (c.inPlace ? " in place" : ""));
+    const size_t bytes = c.count * sizeOf(c.type);
+    const auto in = makeInput(c.type, c.op, rank, nranks, c.count);
+    const auto want = makeExpected(c.type, c.op, nranks, c.count);
+    FakeDeviceBuffer send(bytes), recv(bytes);
+    std::memcpy(send.get(), in.data(), bytes);
+    uint8_t* out = c.inPlace ? send.get() : recv.get();
+    ASSERT_EQ(coilAllReduce(send.get(), out, c.count, c.type, c.op, comm, stream), coilSuccess)
+        << coilGetLastError(comm);
+    device::syncStream(stream);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+    ASSERT_EQ(firstMismatch(c.type, out, want.data(), c.count), SIZE_MAX);
+
+    // A staged call between two peer-window calls, on the same stream.
+    FakeDeviceBuffer mine(sizeof(int32_t)), all(sizeof(int32_t) * nranks);
+    const int32_t value = rank * 1000 + static_cast<int32_t>(c.count);
+    std::memcpy(mine.get(), &value, sizeof value);
+    ASSERT_EQ(coilAllGather(mine.get(), all.get(), 1, coilInt32, comm, stream), coilSuccess);
+    device::syncStream(stream);
+    for (int r = 0; r < nranks; ++r) {
+      int32_t got = 0;
+      std::memcpy(&got, all.get() + r * sizeof(int32_t), sizeof got);
+      ASSERT_EQ(got, r * 1000 + static_cast<int32_t>(c.count)) << "rank " << r << "'s value";
+    }
+  }
+  device::destroyStream(stream);
+}
+
+struct FakeGpuSetup {
+  RankSetup ranks;
+  bool windows;  // COIL_PEER_WINDOW_BYTES: 4096 (several chunks) or 0 (staged)
+};
+
+void PrintTo(const FakeGpuSetup& s, std::ostream* os) {
+  *os << paramName(s.ranks) << (s.windows ? " with windows" : " staged");
+}
+
+std::string name(const ::testing::TestParamInfo<FakeGpuSetup>& info) {
+  return paramName(info.param.ranks) + (info.param.windows ? "_windows" : "_staged");
+}
+
+class FakeGpuComm : public ::testing::TestWithParam<FakeGpuSetup> {};
+
+TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
+  const FakeGpuSetup s = GetParam();
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
+  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
+    // Every rank of these has the (fake) GPU and all are on this host: the
+    // windows exist exactly when they are asked for, for more than one rank.
+    const bool expected = s.windows && s.ranks.nranks > 1;
+    ASSERT_EQ(comm->peerWindows != nullptr, expected) << "rank " << rank;
+    if (expected) {
+      ASSERT_EQ(comm->peerWindows->windows.size(), static_cast<size_t>(s.ranks.nranks));
+      EXPECT_EQ(comm->peerWindows->regionBytes, 4096u);
+    }
+    allReduceEveryCase(comm, rank, s.ranks.nranks);
+  });
+}
+
+std::vector<FakeGpuSetup> setups() {
+  std::vector<FakeGpuSetup> out;
+  for (Launch launch : {Launch::Threads, Launch::Processes}) {
+    for (int n : {1, 2, 3, 5}) out.push_back({{n, launch, "shm"}, true});
+    out.push_back({{3, launch, "tcp"}, true});
+    out.push_back({{3, launch, "shm"}, false});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FakeGpuComm, ::testing::ValuesIn(setups()), name);
+
+// Rank 0's settings count: a rank with other values still takes part.
+TEST(FakeGpuCommSettings, RankZerosWindowSettingsHoldOnEveryRank) {
+  runRanksRaw({2, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", rank == 0 ? "8192" : "0");
+    ScopedEnv minBytes("COIL_PEER_MIN_BYTES", rank == 0 ? "4" : "999999");
+    coilComm_t comm = initWithTimeout(id, 2, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    ASSERT_NE(comm->peerWindows, nullptr);
+    EXPECT_EQ(comm->peerWindows->regionBytes, 8192u);
+    EXPECT_EQ(comm->peerWindows->minBytes, 4u);
+    allReduceEveryCase(comm, rank, 2);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// A rank that dies after init: its peers' all-reduce on the windows fails
+// (the barrier between phases notices the dead process) and becomes their
+// asynchronous error; their streams still go on.
+TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    ASSERT_NE(comm->peerWindows, nullptr);
+    if (rank == 2) _exit(0);  // gone, without a word to the others
+    const size_t count = 3001;
+    FakeDeviceBuffer send(count * 4), recv(count * 4);
+    std::memset(send.get(), 1, count * 4);
+    device::Stream stream = device::createStream();
+    const auto start = Clock::now();
+    ASSERT_EQ(coilAllReduce(send.get(), recv.get(), count, coilInt32, coilSum, comm, stream),
+              coilSuccess);
+    device::syncStream(stream);  // released, not held: the call failed
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    EXPECT_NE(async, coilSuccess);
+    EXPECT_NE(std::string(coilGetLastError(comm)).find("coilAllReduce (enqueued on a stream)"),
+              std::string::npos)
+        << coilGetLastError(comm);
+    EXPECT_LT(secondsSince(start), 20.0);
+    device::destroyStream(stream);
+    coilCommAbort(comm);
+  });
+}
+
+}  // namespace
+}  // namespace coil::test
