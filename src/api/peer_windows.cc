@@ -1,6 +1,9 @@
 #include "api/peer_windows.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <random>
@@ -58,6 +61,79 @@ std::string sendToEveryPeer(uint64_t token, const Communicator& c, int fd, const
   }
 }
 
+struct Settings {
+  size_t regionBytes;
+  size_t minBytes;
+  uint64_t token;  // names this communicator's mailboxes on the host
+};
+
+// Rank 0's settings, on every rank.
+Settings rankZerosSettings(Communicator& c) {
+  uint64_t values[3] = {
+      static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
+                                .value_or(kDefaultRegionBytes)),
+      static_cast<uint64_t>(
+          env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
+      std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid())};
+  fromRankZero(c, values, 3);
+  return {static_cast<size_t>(values[0] / 4096 * 4096), static_cast<size_t>(values[1]), values[2]};
+}
+
+// This rank's window, exported, and its mailbox open; or why not.
+std::string openOwnWindow(const coilComm* comm, const Settings& settings, PeerWindows* pw,
+                          OwnedFd* exported, std::optional<FdMailbox>* mailbox) {
+  const int rank = comm->impl->rank();
+  try {
+    device::setDevice(comm->device);  // a non-blocking init runs on a thread of its own
+    std::string why = device::sharedMemoryUnsupported();
+    if (!why.empty()) return why;
+    pw->mappings[rank] = device::allocShared(2 * settings.regionBytes);
+    *exported = device::exportShared(pw->mappings[rank]);
+    mailbox->emplace(mailboxName(settings.token, rank));
+    return {};
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+// Sends this rank's descriptor to every peer and maps theirs; or why not.
+// Every peer's message is taken even after a failure, so that no sender
+// waits for its receipt until the deadline.
+std::string mapPeersWindows(coilComm* comm, const Settings& settings, const OwnedFd& exported,
+                            FdMailbox& mailbox, PeerWindows* pw) {
+  Communicator& c = *comm->impl;
+  std::vector<uint64_t> sizes(static_cast<size_t>(c.nranks()));
+  uint64_t mySize = pw->mappings[c.rank()].bytes;
+  c.collective({algo::CollKind::AllGather, &mySize, sizes.data(), 1, coilUint64, coilSum, 0});
+  const Deadline deadline = Deadline::after(std::min<int64_t>(kExchangeMs, c.options().timeoutMs));
+  std::string sendError;
+  std::thread sender([&] {
+    sendError = sendToEveryPeer(settings.token, c, exported.get(), deadline, &comm->abortFlag);
+  });
+  std::string why;
+  for (int peer = 0; peer < c.nranks(); ++peer) {
+    if (peer == c.rank()) continue;
+    try {
+      std::vector<OwnedFd> fds =
+          mailbox.receive(static_cast<uint64_t>(peer), deadline, &comm->abortFlag);
+      if (!why.empty()) continue;
+      if (fds.size() != 1)
+        fail(coilInternalError, "rank ", peer, " sent ", fds.size(), " descriptors, not 1");
+      pw->mappings[peer] = device::importShared(fds[0].get(), sizes[peer]);
+    } catch (const Error& e) {
+      if (why.empty()) why = "mapping rank " + std::to_string(peer) + "'s window: " + e.what();
+    }
+  }
+  sender.join();
+  if (why.empty() && !sendError.empty()) why = "sending this rank's window: " + sendError;
+  return why;
+}
+
+void sayStaged(const std::string& why) {
+  COIL_INFO(kInit, "device all-reduces are staged through host memory: ",
+            why.empty() ? std::string("another rank cannot share device memory") : why);
+}
+
 }  // namespace
 
 PeerWindows::~PeerWindows() {
@@ -69,67 +145,20 @@ void attachPeerWindows(coilComm* comm) {
   // The same on every rank, so that every rank takes part in what follows
   // or none does.
   if (c.nranks() < 2 || !c.allOnOneHostWithGpus()) return;
-  const int rank = c.rank(), nranks = c.nranks();
-  uint64_t shared[3] = {
-      static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
-                                .value_or(kDefaultRegionBytes)),
-      static_cast<uint64_t>(
-          env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
-      std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid())};
-  fromRankZero(c, shared, 3);
+  const Settings settings = rankZerosSettings(c);
+  // Rank 0's setting, so the same on every rank: no need to agree.
+  if (settings.regionBytes == 0) return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
   auto pw = std::make_unique<PeerWindows>();
-  pw->regionBytes = shared[0] / 4096 * 4096;
-  pw->minBytes = shared[1];
-  const uint64_t token = shared[2];
-  pw->mappings.resize(static_cast<size_t>(nranks));
+  pw->regionBytes = settings.regionBytes;
+  pw->minBytes = settings.minBytes;
+  pw->mappings.resize(static_cast<size_t>(c.nranks()));
 
-  std::string why;
   OwnedFd exported;
   std::optional<FdMailbox> mailbox;
-  if (pw->regionBytes == 0) why = "COIL_PEER_WINDOW_BYTES is below a page";
-  else
-    try {
-      device::setDevice(comm->device);  // a non-blocking init runs on a thread of its own
-      why = device::sharedMemoryUnsupported();
-      if (why.empty()) {
-        pw->mappings[rank] = device::allocShared(2 * pw->regionBytes);
-        exported = device::exportShared(pw->mappings[rank]);
-        mailbox.emplace(mailboxName(token, rank));
-      }
-    } catch (const Error& e) {
-      why = e.what();
-    }
-  auto noWindows = [&](const std::string& reason) {
-    COIL_INFO(kInit, "device all-reduces are staged through host memory: ",
-              reason.empty() ? std::string("another rank cannot share device memory") : reason);
-  };
-  if (!everyRankAgrees(c, why.empty())) return noWindows(why);
-
-  std::vector<uint64_t> sizes(static_cast<size_t>(nranks));
-  uint64_t mySize = pw->mappings[rank].bytes;
-  c.collective({algo::CollKind::AllGather, &mySize, sizes.data(), 1, coilUint64, coilSum, 0});
-  const Deadline deadline = Deadline::after(std::min<int64_t>(kExchangeMs, c.options().timeoutMs));
-  std::string sendError;
-  std::thread sender([&] {
-    sendError = sendToEveryPeer(token, c, exported.get(), deadline, &comm->abortFlag);
-  });
-  // Every peer's message is taken even after a failure, so that no sender
-  // waits for its receipt until the deadline.
-  for (int peer = 0; peer < nranks; ++peer) {
-    if (peer == rank) continue;
-    try {
-      std::vector<OwnedFd> fds = mailbox->receive(static_cast<uint64_t>(peer), deadline, &comm->abortFlag);
-      if (!why.empty()) continue;
-      if (fds.size() != 1)
-        fail(coilInternalError, "rank ", peer, " sent ", fds.size(), " descriptors, not 1");
-      pw->mappings[peer] = device::importShared(fds[0].get(), sizes[peer]);
-    } catch (const Error& e) {
-      if (why.empty()) why = std::string("mapping rank ") + std::to_string(peer) + "'s window: " + e.what();
-    }
-  }
-  sender.join();
-  if (why.empty() && !sendError.empty()) why = "sending this rank's window: " + sendError;
-  if (!everyRankAgrees(c, why.empty())) return noWindows(why);
+  std::string why = openOwnWindow(comm, settings, pw.get(), &exported, &mailbox);
+  if (!everyRankAgrees(c, why.empty())) return sayStaged(why);
+  why = mapPeersWindows(comm, settings, exported, *mailbox, pw.get());
+  if (!everyRankAgrees(c, why.empty())) return sayStaged(why);
 
   for (const device::SharedMemory& m : pw->mappings) {
     auto* base = static_cast<uint8_t*>(m.ptr);

@@ -290,7 +290,8 @@ void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket) {
 
 // Shared memory: a memfd segment, mapped by whoever holds its descriptor
 // (other processes too, after fd passing), as cuMem's POSIX handles are.
-std::string sharedMemoryUnsupported() { return {}; }
+std::string gSharedMemoryRefusal;  // fake::refuseSharedMemory
+std::string sharedMemoryUnsupported() { return gSharedMemoryRefusal; }
 
 SharedMemory allocShared(size_t bytes) {
   noteAllocation();
@@ -338,6 +339,7 @@ namespace fake {
 void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream).push(std::move(fn)); }
 int allocationsWhileWaiting() { return gAllocWhileWaiting.load(); }
 void resetCounters() { gAllocWhileWaiting = 0; }
+void refuseSharedMemory(const std::string& why) { gSharedMemoryRefusal = why; }
 void shareHardwareQueues(int n) {
   std::lock_guard<std::mutex> lock(gQueuesMutex);
   gSharedQueueCount = n;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "device/device.h"
 
@@ -32,5 +33,8 @@ void resetCounters();
 /// an operation waits for everything pushed before it to its queue, from
 /// any stream. 0 (the default): each stream has a queue of its own.
 void shareHardwareQueues(int n);
+/// sharedMemoryUnsupported() says `why` from now on (empty: supported), as
+/// a driver without cuMem or POSIX handles would.
+void refuseSharedMemory(const std::string& why);
 
 }  // namespace coil::device::fake

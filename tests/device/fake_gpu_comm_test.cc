@@ -17,6 +17,7 @@
 #include "device/device.h"
 #include "harness/reference.h"
 #include "harness/run_ranks.h"
+#include "tests/device/fake_device.h"
 
 namespace coil::test {
 namespace {
@@ -141,6 +142,20 @@ TEST(FakeGpuCommSettings, RankZerosWindowSettingsHoldOnEveryRank) {
     EXPECT_EQ(comm->peerWindows->regionBytes, 8192u);
     EXPECT_EQ(comm->peerWindows->minBytes, 4u);
     allReduceEveryCase(comm, rank, 2);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// One rank that cannot share device memory: no rank uses the windows (they
+// agree at init), and every call is staged and right.
+TEST(FakeGpuCommSettings, OneRankWithoutSharedMemoryMeansNoWindowsAnywhere) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(comm->peerWindows, nullptr) << "rank " << rank;
+    allReduceEveryCase(comm, rank, 3);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
 }
