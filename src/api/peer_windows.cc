@@ -18,7 +18,7 @@
 namespace coil::api {
 namespace {
 
-constexpr int64_t kDefaultRegionBytes = int64_t{32} << 20;
+constexpr int64_t kDefaultSlotBytes = int64_t{32} << 20;
 // Below this a device all-reduce is staged through host memory: one
 // handover between the GPU and the host instead of three.
 constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;
@@ -62,7 +62,7 @@ std::string sendToEveryPeer(uint64_t token, const Communicator& c, int fd, const
 }
 
 struct Settings {
-  size_t regionBytes;
+  size_t slotBytes;
   size_t minBytes;
   uint64_t token;  // names this communicator's mailboxes on the host
 };
@@ -71,7 +71,7 @@ struct Settings {
 Settings rankZerosSettings(Communicator& c) {
   uint64_t values[3] = {
       static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
-                                .value_or(kDefaultRegionBytes)),
+                                .value_or(kDefaultSlotBytes)),
       static_cast<uint64_t>(
           env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
       std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid())};
@@ -87,7 +87,7 @@ std::string openOwnWindow(const coilComm* comm, const Settings& settings, PeerWi
     device::setDevice(comm->device);  // a non-blocking init runs on a thread of its own
     std::string why = device::sharedMemoryUnsupported();
     if (!why.empty()) return why;
-    pw->mappings[rank] = device::allocShared(2 * settings.regionBytes);
+    pw->mappings[rank] = device::allocShared(2 * settings.slotBytes);
     *exported = device::exportShared(pw->mappings[rank]);
     mailbox->emplace(mailboxName(settings.token, rank));
     return {};
@@ -147,9 +147,9 @@ void attachPeerWindows(coilComm* comm) {
   if (c.nranks() < 2 || !c.allOnOneHostWithGpus()) return;
   const Settings settings = rankZerosSettings(c);
   // Rank 0's setting, so the same on every rank: no need to agree.
-  if (settings.regionBytes == 0) return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
+  if (settings.slotBytes == 0) return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
   auto pw = std::make_unique<PeerWindows>();
-  pw->regionBytes = settings.regionBytes;
+  pw->slotBytes = settings.slotBytes;
   pw->minBytes = settings.minBytes;
   pw->mappings.resize(static_cast<size_t>(c.nranks()));
 
@@ -162,10 +162,10 @@ void attachPeerWindows(coilComm* comm) {
 
   for (const device::SharedMemory& m : pw->mappings) {
     auto* base = static_cast<uint8_t*>(m.ptr);
-    pw->windows.push_back({base, base + pw->regionBytes});
+    pw->windows.push_back({{base, base + pw->slotBytes}});
   }
   COIL_INFO(kInit, "device all-reduces of ", pw->minBytes, " bytes and more read the peers' ",
-            "device memory (CUDA IPC, 2 x ", pw->regionBytes, " bytes per rank)");
+            "device memory (CUDA IPC, 2 slots of ", pw->slotBytes, " bytes per rank)");
   comm->peerWindows = std::move(pw);
 }
 

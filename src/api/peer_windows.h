@@ -3,7 +3,7 @@
 // staging it through host memory (device/peer_allreduce.h runs it).
 //
 // Made at init, when every rank has a GPU and all are on one host: each
-// rank allocates its window (two regions of COIL_PEER_WINDOW_BYTES) with
+// rank allocates its window (two slots of COIL_PEER_WINDOW_BYTES) with
 // cuMem, exports it as a POSIX file descriptor, and sends that to every
 // other rank over a Unix socket (net/fd_passing.h); each maps the others'.
 // Ranks that are threads of one process map each other's the same way.
@@ -31,7 +31,7 @@ struct CollectiveCall;
 namespace coil::api {
 
 struct PeerWindows {
-  size_t regionBytes = 0;                       // of each of a window's two regions
+  size_t slotBytes = 0;                         // of each of a window's two slots
   size_t minBytes = 0;                          // calls from this size use the windows
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
   std::vector<device::PeerWindow> windows;      // by rank

@@ -1,73 +1,120 @@
 #include "device/peer_allreduce.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "algorithms/window_programs.h"
 #include "core/error.h"
 #include "device/device_reduce.h"
 #include "reduce/reduce.h"
 
 namespace coil::device {
+namespace {
 
-Slice peerSlice(size_t elements, size_t elementBytes, int nranks, int rank) {
-  const size_t unit = std::max<size_t>(1, kPeerSliceAlignBytes / elementBytes);
-  const size_t n = static_cast<size_t>(nranks);
-  const size_t perRank = (elements + n - 1) / n;
-  const size_t sliceElements = (perRank + unit - 1) / unit * unit;
-  const size_t first = std::min(elements, sliceElements * static_cast<size_t>(rank));
-  return {first, std::min(sliceElements, elements - first)};
-}
+using GpuWork = std::function<void(Stream)>;
+
+// The vocabulary of window_programs.h over mapped device memory, recorded
+// as StagedStream phases: GPU work gathers until a wait, which closes a
+// phase with the host barrier. Offsets and counts are in elements.
+class DeviceWindowExecutor {
+ public:
+  DeviceWindowExecutor(const PeerAllReduceCall& call, const std::vector<PeerWindow>& windows,
+                       int rank, std::function<void()> barrier)
+      : call_(call),
+        windows_(windows),
+        rank_(rank),
+        nranks_(static_cast<int>(windows.size())),
+        esize_(reduce::typeSize(call.type)),
+        barrier_(std::move(barrier)) {}
+
+  uint32_t nextStep() const { return posted_ + 1; }
+
+  void put(int slot, size_t in, size_t at, size_t n, bool /*inlined: never, on a device*/) {
+    uint8_t* dst = slotOf(rank_, slot) + at * esize_;
+    const uint8_t* src = input() + in * esize_;
+    const size_t bytes = n * esize_;
+    gpu([=](Stream s) { copyAsync(dst, src, bytes, s); });
+  }
+
+  void post(uint32_t step, int /*slot*/) { posted_ = step; }
+
+  void wait(uint32_t /*step*/, size_t /*inlineElems*/) { closePhase(barrier_); }
+
+  void reduceToSlot(int from, size_t at, int to, size_t n, size_t in) {
+    uint8_t* dst = slotOf(rank_, to) + at * esize_;
+    std::vector<const uint8_t*> terms;
+    for (int q = 0; q < nranks_; ++q)
+      terms.push_back(q == rank_ ? input() + in * esize_ : slotOf(q, from) + at * esize_);
+    const PeerAllReduceCall c = call_;
+    const int nranks = nranks_;
+    const size_t bytes = n * esize_;
+    gpu([=](Stream s) {
+      // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does.
+      if (nranks == 1) copyAsync(dst, terms[0], bytes, s);
+      else reduceAsync(dst, terms[0], terms[1], n, c.type, c.op, s);
+      for (int q = 2; q < nranks; ++q) reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
+      if (c.op == coilAvg) divideAsync(dst, dst, n, c.type, nranks, s);
+    });
+  }
+
+  void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {
+    uint8_t* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
+    const uint8_t* src = slotOf(owner, slot) + at * esize_;
+    const size_t bytes = n * esize_;
+    gpu([=](Stream s) { copyAsync(dst, src, bytes, s); });
+  }
+
+  void joined() {}
+
+  // The last barrier: no rank reads another's slots after it, so the next
+  // call may start at slot 0 (and a call that failed half-way cannot leave
+  // the ranks at different slots).
+  void done() { closePhase(barrier_); }
+
+  std::vector<StagedStream::Phase> takePhases() { return std::move(phases_); }
+
+ private:
+  const uint8_t* input() const { return static_cast<const uint8_t*>(call_.sendbuff); }
+  uint8_t* slotOf(int rank, int slot) const {
+    return windows_[static_cast<size_t>(rank)].slot[slot];
+  }
+  void gpu(GpuWork work) { pending_.push_back(std::move(work)); }
+  void closePhase(std::function<void()> hostStep) {
+    phases_.push_back({[work = std::move(pending_)](Stream s) {
+                         for (const GpuWork& w : work) w(s);
+                       },
+                       std::move(hostStep)});
+    pending_.clear();
+  }
+
+  const PeerAllReduceCall call_;
+  const std::vector<PeerWindow>& windows_;
+  const int rank_, nranks_;
+  const size_t esize_;
+  const std::function<void()> barrier_;
+  uint32_t posted_ = 0;  // every call starts at step 1: slot 1, then slot 0
+  std::vector<GpuWork> pending_;
+  std::vector<StagedStream::Phase> phases_;
+};
+
+}  // namespace
 
 std::vector<StagedStream::Phase> peerAllReducePhases(const PeerAllReduceCall& call,
                                                      const std::vector<PeerWindow>& windows,
-                                                     size_t regionBytes, int rank,
+                                                     size_t slotBytes, int rank,
                                                      std::function<void()> barrier) {
-  const size_t elementBytes = reduce::typeSize(call.type);
-  const size_t chunkElements = regionBytes / elementBytes;
-  if (chunkElements == 0)
-    fail(coilInternalError, "peer all-reduce: a region of ", regionBytes, " bytes holds no ",
-         reduce::typeName(call.type));
-  const int nranks = static_cast<int>(windows.size());
-  const auto* send = static_cast<const uint8_t*>(call.sendbuff);
-  auto* recv = static_cast<uint8_t*>(call.recvbuff);
-  const PeerWindow mine = windows[static_cast<size_t>(rank)];
-  std::vector<StagedStream::Phase> phases;
-  for (size_t done = 0; done < call.count; done += chunkElements) {
-    const size_t elements = std::min(chunkElements, call.count - done);
-    const size_t offset = done * elementBytes;
-    // A: my input, where every rank can read it.
-    phases.push_back({[=](Stream s) { copyAsync(mine.in, send + offset, elements * elementBytes, s); },
-                      barrier});
-    // B: my slice, reduced over every rank's input, in rank order.
-    phases.push_back({[=](Stream s) {
-                        const Slice my = peerSlice(elements, elementBytes, nranks, rank);
-                        if (my.count == 0) return;
-                        const size_t at = my.first * elementBytes;
-                        uint8_t* out = mine.out + at;
-                        if (nranks == 1) {
-                          copyAsync(out, mine.in + at, my.count * elementBytes, s);
-                        } else {
-                          reduceAsync(out, windows[0].in + at, windows[1].in + at, my.count,
-                                      call.type, call.op, s);
-                          for (int q = 2; q < nranks; ++q)
-                            reduceAsync(out, out, windows[static_cast<size_t>(q)].in + at,
-                                        my.count, call.type, call.op, s);
-                        }
-                        if (call.op == coilAvg)
-                          divideAsync(out, out, my.count, call.type, nranks, s);
-                      },
-                      barrier});
-    // C: every rank's reduced slice, into my output.
-    phases.push_back({[=](Stream s) {
-                        for (int q = 0; q < nranks; ++q) {
-                          const Slice theirs = peerSlice(elements, elementBytes, nranks, q);
-                          const size_t at = theirs.first * elementBytes;
-                          copyAsync(recv + offset + at, windows[static_cast<size_t>(q)].out + at,
-                                    theirs.count * elementBytes, s);
-                        }
-                      },
-                      barrier});
-  }
-  return phases;
+  const size_t esize = reduce::typeSize(call.type);
+  const size_t lineElems = std::max<size_t>(1, kPeerSliceAlignBytes / esize);
+  // Whole aligned slices for every rank in a piece: a multiple of n lines.
+  const size_t n = windows.size();
+  const size_t pieceElems = slotBytes / esize / (n * lineElems) * (n * lineElems);
+  if (pieceElems == 0)
+    fail(coilInternalError, "peer all-reduce: a slot of ", slotBytes, " bytes is too small for ",
+         n, " ranks' slices of ", reduce::typeName(call.type));
+  DeviceWindowExecutor executor(call, windows, rank, std::move(barrier));
+  algo::windowSliceProgram(executor, {rank, static_cast<int>(n), call.count, lineElems,
+                                      pieceElems, false});
+  return executor.takePhases();
 }
 
 }  // namespace coil::device

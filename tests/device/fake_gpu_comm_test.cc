@@ -113,7 +113,7 @@ TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
     ASSERT_EQ(comm->peerWindows != nullptr, expected) << "rank " << rank;
     if (expected) {
       ASSERT_EQ(comm->peerWindows->windows.size(), static_cast<size_t>(s.ranks.nranks));
-      EXPECT_EQ(comm->peerWindows->regionBytes, 4096u);
+      EXPECT_EQ(comm->peerWindows->slotBytes, 4096u);
     }
     allReduceEveryCase(comm, rank, s.ranks.nranks);
   });
@@ -139,7 +139,7 @@ TEST(FakeGpuCommSettings, RankZerosWindowSettingsHoldOnEveryRank) {
     coilComm_t comm = initWithTimeout(id, 2, rank, 30000);
     ASSERT_NE(comm, nullptr);
     ASSERT_NE(comm->peerWindows, nullptr);
-    EXPECT_EQ(comm->peerWindows->regionBytes, 8192u);
+    EXPECT_EQ(comm->peerWindows->slotBytes, 8192u);
     EXPECT_EQ(comm->peerWindows->minBytes, 4u);
     allReduceEveryCase(comm, rank, 2);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
@@ -157,6 +157,30 @@ TEST(FakeGpuCommSettings, OneRankWithoutSharedMemoryMeansNoWindowsAnywhere) {
     EXPECT_EQ(comm->peerWindows, nullptr) << "rank " << rank;
     allReduceEveryCase(comm, rank, 3);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// Ranks that disagree on a call's count: every rank's call fails, naming
+// the mismatch, instead of running different numbers of steps over each
+// other's slots.
+TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheCountFailTheirCalls) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  runRanks({2, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    ASSERT_NE(comm->peerWindows, nullptr);
+    const size_t count = rank == 0 ? 3001 : 3000;
+    FakeDeviceBuffer send(count * 4), recv(count * 4);
+    std::memset(send.get(), 1, count * 4);
+    device::Stream stream = device::createStream();
+    ASSERT_EQ(coilAllReduce(send.get(), recv.get(), count, coilInt32, coilSum, comm, stream),
+              coilSuccess);
+    device::syncStream(stream);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    EXPECT_EQ(async, coilInvalidUsage);
+    EXPECT_NE(std::string(coilGetLastError(comm)).find("different arguments"), std::string::npos)
+        << coilGetLastError(comm);
+    device::destroyStream(stream);
   });
 }
 
