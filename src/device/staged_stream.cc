@@ -162,13 +162,22 @@ void StagedStream::enqueue(const std::vector<DeviceRange>& ranges, Body body, St
     runInHostOrder(job, ranges, stream);
     return;
   }
-  try {
+  submitOnceQueued(job, stream, [&] {
     enqueueOn(job, ranges, stream);
     job.body = std::move(body);
+  });
+}
+
+// Runs `queue` (which puts the job's work on the stream and then gives the
+// job its body or phases), then hands the job to the proxy. If `queue`
+// throws, the next call must still not use the block before this one's
+// queued copies are through, and the waits already queued must still be
+// released: the job goes to the proxy without its work, and the caller
+// gets the error.
+void StagedStream::submitOnceQueued(Job& job, Stream stream, const std::function<void()>& queue) {
+  try {
+    queue();
   } catch (...) {
-    // The next call must not use the block before this one's queued
-    // copies are through, and waits already queued must still be released:
-    // such a job goes to the proxy without its body; the caller gets the error.
     try {
       recordEvent(blockFree_, stream);
     } catch (const Error&) {
@@ -187,22 +196,10 @@ void StagedStream::enqueuePhases(std::vector<Phase> phases, Stream stream, Order
   std::lock_guard<std::mutex> inOrder(enqueueMutex_);
   if (order == Order::kHost) return runPhasesInHostOrder(phases, stream);
   Job job;
-  try {
+  submitOnceQueued(job, stream, [&] {
     enqueuePhasesOn(job, phases, stream);
     job.phases = std::move(phases);
-  } catch (...) {
-    // As enqueue: the waits already queued are still released.
-    try {
-      recordEvent(blockFree_, stream);
-    } catch (const Error&) {
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (job.lastTicket == 0) returnEvents(job);
-    else submit(std::move(job));
-    throw;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  submit(std::move(job));
+  });
 }
 
 // Each phase's GPU work, an event for the proxy, and a wait for the proxy's

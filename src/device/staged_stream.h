@@ -198,6 +198,7 @@ class StagedStream {
   void waitFor(Job& job, Trip& t, Stream stream);
   void returnEvents(const Job& job);  // to the pool; mutex_ held
   void submit(Job&& job);             // to the proxy; mutex_ held
+  void submitOnceQueued(Job& job, Stream stream, const std::function<void()>& queue);
   void release(uint32_t ticket);
   void run(Job& job);
   void proxyLoop();
