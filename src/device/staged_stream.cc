@@ -217,21 +217,13 @@ void StagedStream::enqueuePhasesOn(Job& job, const std::vector<Phase>& phases, S
 }
 
 void StagedStream::runPhasesInHostOrder(const std::vector<Phase>& phases, Stream stream) {
-  waitEvent(stream, blockFree_);
-  try {
+  inHostOrder(stream, [&] {
     for (const Phase& phase : phases) {
       if (phase.onStream) phase.onStream(stream);
       syncStream(stream);
       if (phase.onHost) phase.onHost();
     }
-  } catch (...) {
-    try {
-      recordEvent(blockFree_, stream);
-    } catch (const Error&) {
-    }
-    throw;
-  }
-  recordEvent(blockFree_, stream);
+  });
 }
 
 void StagedStream::runPhases(Job& job) {
@@ -325,32 +317,40 @@ void StagedStream::enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, S
 
 // The host-order call (staged_stream.h): the same copies as enqueueOn, with
 // the host waiting for the stream where enqueueOn has the stream wait for
-// the proxy. The block's next user waits for blockFree_ whatever happens,
-// so it is recorded on every way out.
+// the proxy.
 void StagedStream::runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream) {
-  waitEvent(stream, blockFree_);
-  try {
+  inHostOrder(stream, [&] {
     if (job.inBlock) {
       copyRanges(job, ranges, true, stream);
       syncStream(stream);
       job.body(stagedIn(job.spans, block_));
       copyRanges(job, ranges, false, stream);
-    } else {
-      uint8_t* host = hostStaging(job.total);
-      for (const Trip& t : trips(ranges, job.spans, true)) {
-        copyTrip(t, true, stream);
-        syncStream(stream);
-        moveTrip(t, true, host);
-      }
-      job.body(stagedIn(job.spans, host));
-      bool first = true;
-      for (const Trip& t : trips(ranges, job.spans, false)) {
-        if (!first) syncStream(stream);  // the previous trip's copies out have left the block
-        first = false;
-        moveTrip(t, false, host);
-        copyTrip(t, false, stream);
-      }
+      return;
     }
+    uint8_t* host = hostStaging(job.total);
+    for (const Trip& t : trips(ranges, job.spans, true)) {
+      copyTrip(t, true, stream);
+      syncStream(stream);
+      moveTrip(t, true, host);
+    }
+    job.body(stagedIn(job.spans, host));
+    bool first = true;
+    for (const Trip& t : trips(ranges, job.spans, false)) {
+      if (!first) syncStream(stream);  // the previous trip's copies out have left the block
+      first = false;
+      moveTrip(t, false, host);
+      copyTrip(t, false, stream);
+    }
+  });
+}
+
+// A host-order call's frame: after the block's previous user, and
+// blockFree_ recorded on every way out (the block's next user waits for it
+// whatever happens).
+void StagedStream::inHostOrder(Stream stream, const std::function<void()>& run) {
+  waitEvent(stream, blockFree_);
+  try {
+    run();
   } catch (...) {
     try {
       recordEvent(blockFree_, stream);

@@ -183,6 +183,7 @@ class StagedStream {
                           bool inbound) const;
   void enqueueOn(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
   void runInHostOrder(Job& job, const std::vector<DeviceRange>& ranges, Stream stream);
+  void inHostOrder(Stream stream, const std::function<void()>& run);
   void enqueuePhasesOn(Job& job, const std::vector<Phase>& phases, Stream stream);
   void runPhasesInHostOrder(const std::vector<Phase>& phases, Stream stream);
   void runPhases(Job& job);
