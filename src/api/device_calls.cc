@@ -168,7 +168,7 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
     barrierOfTheSameCall(comm, digest, name);
   };
   stagedStreamOf(comm).enqueuePhases(
-      device::peerAllReducePhases({call.sendbuff, call.recvbuff, call.count, call.type, call.op},
+      algo::deviceWindowAllReducePhases({call.sendbuff, call.recvbuff, call.count, call.type, call.op},
                                   pw.windows, pw.slotBytes, c.rank(), std::move(barrier)),
       stream, orderOf(comm, c));
 }

@@ -70,7 +70,7 @@ void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceR
 }
 
 /// Enqueues an all-reduce that runs on the peers' mapped device memory
-/// (api/peer_windows.h, device/peer_allreduce.h) on `stream`.
+/// (api/peer_windows.h, algorithms/device_window_allreduce.h) on `stream`.
 void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
                           const char* what);
 

@@ -1,6 +1,7 @@
 // Peer windows: device memory that every rank of a communicator maps, so
 // that a device all-reduce reads its peers' data on the GPU instead of
-// staging it through host memory (device/peer_allreduce.h runs it).
+// staging it through host memory (algorithms/device_window_allreduce.h
+// runs it).
 //
 // Made at init, when every rank has a GPU and all are on one host: each
 // rank allocates its window (two slots of COIL_PEER_WINDOW_BYTES) with
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "device/device.h"
-#include "device/peer_allreduce.h"
+#include "algorithms/device_window_allreduce.h"
 
 struct coilComm;
 
@@ -34,7 +35,7 @@ struct PeerWindows {
   size_t slotBytes = 0;                         // of each of a window's two slots
   size_t minBytes = 0;                          // calls from this size use the windows
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
-  std::vector<device::PeerWindow> windows;      // by rank
+  std::vector<algo::DeviceWindow> windows;      // by rank
   PeerWindows() = default;
   PeerWindows(const PeerWindows&) = delete;
   PeerWindows& operator=(const PeerWindows&) = delete;

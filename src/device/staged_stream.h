@@ -128,10 +128,10 @@ class StagedStream {
                Order order = Order::kStream);
   /// One step of a call that hands over between the GPU and the host more
   /// than once (an all-reduce over peers' mapped device memory,
-  /// device/peer_allreduce.h). `onStream` puts GPU work on the stream, at
-  /// the call; `onHost` runs on the proxy once the stream has done that
-  /// work (a host barrier with the peers, say); the stream's next phase,
-  /// and whatever follows the call, waits for it.
+  /// algorithms/device_window_allreduce.h). `onStream` puts GPU work on the
+  /// stream, at the call; `onHost` runs on the proxy once the stream has
+  /// done that work (a host barrier with the peers, say); the stream's next
+  /// phase, and whatever follows the call, waits for it.
   struct Phase {
     std::function<void(Stream)> onStream;
     std::function<void()> onHost;

@@ -1,4 +1,4 @@
-// The peer all-reduce (device/peer_allreduce.h), run by StagedStream on the
+// The device window all-reduce (algorithms/device_window_allreduce.h), run by StagedStream on the
 // fake GPU (fake_device.cc): ranks as threads and as forked processes, each
 // with a window from allocShared whose descriptor reaches the others over
 // FdMailbox, as api/peer_windows.cc does on a GPU. Results are checked bit
@@ -22,13 +22,16 @@
 
 #include "core/deadline.h"
 #include "core/error.h"
-#include "device/peer_allreduce.h"
+#include "algorithms/device_window_allreduce.h"
 #include "device/staged_stream.h"
 #include "harness/reference.h"
 #include "net/fd_passing.h"
 #include "tests/device/fake_device.h"
 
 namespace coil::device {
+
+using algo::DeviceWindow;
+using algo::deviceWindowAllReducePhases;
 namespace {
 
 using Order = StagedStream::Order;
@@ -122,7 +125,7 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
                     const std::string& prefix, const std::vector<Case>& todo, int barrierMs,
                     int absentRank = -1) {
   std::vector<SharedMemory> maps = exchangeWindows(prefix, rank, nranks, barrier);
-  std::vector<PeerWindow> windows;
+  std::vector<DeviceWindow> windows;
   for (const SharedMemory& m : maps)
     windows.push_back({{static_cast<uint8_t*>(m.ptr), static_cast<uint8_t*>(m.ptr) + kSlotBytes}});
   std::string problems;
@@ -145,7 +148,7 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
       std::memcpy(send, input.data(), c.count * test::sizeOf(c.type));  // the reference pads a byte
       uint8_t* out = c.inPlace ? send : recv;
       std::memset(recv, 0xA5, most);
-      auto phases = peerAllReducePhases({send, out, c.count, c.type, c.op}, windows, kSlotBytes,
+      auto phases = deviceWindowAllReducePhases({send, out, c.count, c.type, c.op}, windows, kSlotBytes,
                                         rank, [&] { barrier->wait(barrierMs); });
       try {
         staged.enqueuePhases(std::move(phases), stream, order);

@@ -1,4 +1,4 @@
-#include "device/peer_allreduce.h"
+#include "algorithms/device_window_allreduce.h"
 
 #include <algorithm>
 #include <utility>
@@ -8,17 +8,19 @@
 #include "device/device_reduce.h"
 #include "reduce/reduce.h"
 
-namespace coil::device {
+namespace coil::algo {
 namespace {
 
+using device::Stream;
 using GpuWork = std::function<void(Stream)>;
+using Phase = device::StagedStream::Phase;
 
 // The vocabulary of window_programs.h over mapped device memory, recorded
 // as StagedStream phases: GPU work gathers until a wait, which closes a
 // phase with the host barrier. Offsets and counts are in elements.
 class DeviceWindowExecutor {
  public:
-  DeviceWindowExecutor(const PeerAllReduceCall& call, const std::vector<PeerWindow>& windows,
+  DeviceWindowExecutor(const DeviceAllReduceCall& call, const std::vector<DeviceWindow>& windows,
                        int rank, std::function<void()> barrier)
       : call_(call),
         windows_(windows),
@@ -33,7 +35,7 @@ class DeviceWindowExecutor {
     uint8_t* dst = slotOf(rank_, slot) + at * esize_;
     const uint8_t* src = input() + in * esize_;
     const size_t bytes = n * esize_;
-    gpu([=](Stream s) { copyAsync(dst, src, bytes, s); });
+    gpu([=](Stream s) { device::copyAsync(dst, src, bytes, s); });
   }
 
   void post(uint32_t step, int /*slot*/) { posted_ = step; }
@@ -45,15 +47,15 @@ class DeviceWindowExecutor {
     std::vector<const uint8_t*> terms;
     for (int q = 0; q < nranks_; ++q)
       terms.push_back(q == rank_ ? input() + in * esize_ : slotOf(q, from) + at * esize_);
-    const PeerAllReduceCall c = call_;
+    const DeviceAllReduceCall c = call_;
     const int nranks = nranks_;
     const size_t bytes = n * esize_;
     gpu([=](Stream s) {
       // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does.
-      if (nranks == 1) copyAsync(dst, terms[0], bytes, s);
-      else reduceAsync(dst, terms[0], terms[1], n, c.type, c.op, s);
-      for (int q = 2; q < nranks; ++q) reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
-      if (c.op == coilAvg) divideAsync(dst, dst, n, c.type, nranks, s);
+      if (nranks == 1) device::copyAsync(dst, terms[0], bytes, s);
+      else device::reduceAsync(dst, terms[0], terms[1], n, c.type, c.op, s);
+      for (int q = 2; q < nranks; ++q) device::reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
+      if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
     });
   }
 
@@ -61,7 +63,7 @@ class DeviceWindowExecutor {
     uint8_t* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
     const uint8_t* src = slotOf(owner, slot) + at * esize_;
     const size_t bytes = n * esize_;
-    gpu([=](Stream s) { copyAsync(dst, src, bytes, s); });
+    gpu([=](Stream s) { device::copyAsync(dst, src, bytes, s); });
   }
 
   void joined() {}
@@ -71,7 +73,7 @@ class DeviceWindowExecutor {
   // the ranks at different slots).
   void done() { closePhase(barrier_); }
 
-  std::vector<StagedStream::Phase> takePhases() { return std::move(phases_); }
+  std::vector<Phase> takePhases() { return std::move(phases_); }
 
  private:
   const uint8_t* input() const { return static_cast<const uint8_t*>(call_.sendbuff); }
@@ -87,34 +89,34 @@ class DeviceWindowExecutor {
     pending_.clear();
   }
 
-  const PeerAllReduceCall call_;
-  const std::vector<PeerWindow>& windows_;
+  const DeviceAllReduceCall call_;
+  const std::vector<DeviceWindow>& windows_;
   const int rank_, nranks_;
   const size_t esize_;
   const std::function<void()> barrier_;
   uint32_t posted_ = 0;  // every call starts at step 1: slot 1, then slot 0
   std::vector<GpuWork> pending_;
-  std::vector<StagedStream::Phase> phases_;
+  std::vector<Phase> phases_;
 };
 
 }  // namespace
 
-std::vector<StagedStream::Phase> peerAllReducePhases(const PeerAllReduceCall& call,
-                                                     const std::vector<PeerWindow>& windows,
-                                                     size_t slotBytes, int rank,
-                                                     std::function<void()> barrier) {
+std::vector<Phase> deviceWindowAllReducePhases(const DeviceAllReduceCall& call,
+                                               const std::vector<DeviceWindow>& windows,
+                                               size_t slotBytes, int rank,
+                                               std::function<void()> barrier) {
   const size_t esize = reduce::typeSize(call.type);
-  const size_t lineElems = std::max<size_t>(1, kPeerSliceAlignBytes / esize);
+  const size_t lineElems = std::max<size_t>(1, kDeviceSliceAlignBytes / esize);
   // Whole aligned slices for every rank in a piece: a multiple of n lines.
   const size_t n = windows.size();
   const size_t pieceElems = slotBytes / esize / (n * lineElems) * (n * lineElems);
   if (pieceElems == 0)
-    fail(coilInternalError, "peer all-reduce: a slot of ", slotBytes, " bytes is too small for ",
+    fail(coilInternalError, "device window all-reduce: a slot of ", slotBytes, " bytes is too small for ",
          n, " ranks' slices of ", reduce::typeName(call.type));
   DeviceWindowExecutor executor(call, windows, rank, std::move(barrier));
-  algo::windowSliceProgram(executor, {rank, static_cast<int>(n), call.count, lineElems,
+  windowSliceProgram(executor, {rank, static_cast<int>(n), call.count, lineElems,
                                       pieceElems, false});
   return executor.takePhases();
 }
 
-}  // namespace coil::device
+}  // namespace coil::algo
