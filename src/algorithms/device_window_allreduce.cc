@@ -54,7 +54,8 @@ class DeviceWindowExecutor {
       // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does.
       if (nranks == 1) device::copyAsync(dst, terms[0], bytes, s);
       else device::reduceAsync(dst, terms[0], terms[1], n, c.type, c.op, s);
-      for (int q = 2; q < nranks; ++q) device::reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
+      for (int q = 2; q < nranks; ++q)
+        device::reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
       if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
     });
   }
@@ -111,11 +112,11 @@ std::vector<Phase> deviceWindowAllReducePhases(const DeviceAllReduceCall& call,
   const size_t n = windows.size();
   const size_t pieceElems = slotBytes / esize / (n * lineElems) * (n * lineElems);
   if (pieceElems == 0)
-    fail(coilInternalError, "device window all-reduce: a slot of ", slotBytes, " bytes is too small for ",
-         n, " ranks' slices of ", reduce::typeName(call.type));
+    fail(coilInternalError, "device window all-reduce: a slot of ", slotBytes,
+         " bytes is too small for ", n, " ranks' slices of ", reduce::typeName(call.type));
   DeviceWindowExecutor executor(call, windows, rank, std::move(barrier));
-  windowSliceProgram(executor, {rank, static_cast<int>(n), call.count, lineElems,
-                                      pieceElems, false});
+  windowSliceProgram(executor,
+                     {rank, static_cast<int>(n), call.count, lineElems, pieceElems, false});
   return executor.takePhases();
 }
 

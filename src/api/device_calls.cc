@@ -167,9 +167,11 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
   auto barrier = [comm, digest = digestOf(call), name = std::string(what)] {
     barrierOfTheSameCall(comm, digest, name);
   };
+  const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
+                                         call.op};
   stagedStreamOf(comm).enqueuePhases(
-      algo::deviceWindowAllReducePhases({call.sendbuff, call.recvbuff, call.count, call.type, call.op},
-                                  pw.windows, pw.slotBytes, c.rank(), std::move(barrier)),
+      algo::deviceWindowAllReducePhases(device, pw.windows, pw.slotBytes, c.rank(),
+                                        std::move(barrier)),
       stream, orderOf(comm, c));
 }
 

@@ -147,7 +147,8 @@ void attachPeerWindows(coilComm* comm) {
   if (c.nranks() < 2 || !c.allOnOneHostWithGpus()) return;
   const Settings settings = rankZerosSettings(c);
   // Rank 0's setting, so the same on every rank: no need to agree.
-  if (settings.slotBytes == 0) return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
+  if (settings.slotBytes == 0)
+    return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
   auto pw = std::make_unique<PeerWindows>();
   pw->slotBytes = settings.slotBytes;
   pw->minBytes = settings.minBytes;

@@ -148,8 +148,9 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
       std::memcpy(send, input.data(), c.count * test::sizeOf(c.type));  // the reference pads a byte
       uint8_t* out = c.inPlace ? send : recv;
       std::memset(recv, 0xA5, most);
-      auto phases = deviceWindowAllReducePhases({send, out, c.count, c.type, c.op}, windows, kSlotBytes,
-                                        rank, [&] { barrier->wait(barrierMs); });
+      auto phases = deviceWindowAllReducePhases({send, out, c.count, c.type, c.op}, windows,
+                                                kSlotBytes, rank,
+                                                [&] { barrier->wait(barrierMs); });
       try {
         staged.enqueuePhases(std::move(phases), stream, order);
       } catch (const Error& e) {
