@@ -135,24 +135,20 @@ void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ran
 namespace {
 
 // What every rank's host step of a peer all-reduce checks: that all ranks
-// run the same call. The steps are a barrier that also compares the call's
-// count, datatype and op (the smallest and largest of a 64-bit digest of
-// them, in one all-reduce): ranks that disagree would otherwise run
-// different numbers of phases over each other's slots.
-uint64_t digestOf(const CollectiveCall& call) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ call.count;
-  h = (h ^ (h >> 31)) * 0xBF58476D1CE4E5B9ull ^ static_cast<uint64_t>(call.type);
-  h = (h ^ (h >> 29)) * 0x94D049BB133111EBull ^ static_cast<uint64_t>(call.op);
-  return h ^ (h >> 32);
-}
-
-void barrierOfTheSameCall(coilComm* comm, uint64_t digest, const std::string& name) {
+// run the same call. The step is a barrier that also compares the call's
+// fingerprint (algorithms/fingerprint.h: kind, datatype, op, count), as
+// the largest and smallest over the ranks, in one all-reduce: ranks that
+// disagree would otherwise run different numbers of phases over each
+// other's slots.
+void barrierOfTheSameCall(coilComm* comm, uint64_t tag, const std::string& name) {
   try {
-    uint64_t mine[2] = {digest, ~digest}, most[2] = {0, 0};
+    uint64_t mine[2] = {tag, ~tag}, most[2] = {0, 0};
     usable(comm).collective({algo::CollKind::AllReduce, mine, most, 2, coilUint64, coilMax, 0});
-    if (most[0] != ~most[1])  // the largest digest is not the smallest
-      fail(coilInvalidUsage, "the ranks called it with different arguments (count, datatype or "
-                             "op); every rank must make the same calls");
+    const uint64_t largest = most[0], smallest = ~most[1];
+    if (largest != smallest)
+      fail(coilInvalidUsage, "the ranks called it with different arguments (",
+           algo::explainMismatch(largest != tag ? largest : smallest, tag),
+           "); every rank must make the same calls");
   } catch (const Error& e) {
     throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
   }
@@ -164,9 +160,8 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
                           const char* what) {
   Communicator& c = usable(comm);
   const PeerWindows& pw = *comm->peerWindows;
-  auto barrier = [comm, digest = digestOf(call), name = std::string(what)] {
-    barrierOfTheSameCall(comm, digest, name);
-  };
+  const uint64_t tag = algo::Fingerprint{0, call.kind, call.type, call.op, call.count}.encode();
+  auto barrier = [comm, tag, name = std::string(what)] { barrierOfTheSameCall(comm, tag, name); };
   const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
                                          call.op};
   stagedStreamOf(comm).enqueuePhases(
