@@ -5,8 +5,6 @@
 //     one-shot over FIFOs): runDirect, or
 //   - a per-rank program over Primitives on the FIFO executor.
 // Any failure breaks the communicator.
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -34,34 +32,6 @@ using algo::CollKind;
 
 bool hasOp(CollKind k) {
   return k == CollKind::AllReduce || k == CollKind::Reduce || k == CollKind::ReduceScatter;
-}
-
-// The deadline of a call: `timeoutMs` from now. steady_clock costs ~25 ns
-// on the reference VM, a tenth of a small all-reduce, so a deadline is
-// reused while the coarse clock (~5 ns, 4 ms resolution) says it was set
-// less than kDeadlineReuseMs ago: a call may then time out up to ~12 ms
-// early (reuse plus resolution), never late.
-constexpr int64_t kDeadlineReuseMs = 8;
-
-int64_t coarseMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-Deadline callDeadline(const void* comm, int64_t timeoutMs) {
-  struct Cached {
-    const void* comm = nullptr;
-    int64_t timeoutMs = 0;
-    int64_t setAtMs = 0;
-    Deadline deadline = Deadline::never();
-  };
-  thread_local Cached cached;
-  const int64_t now = coarseMs();
-  if (cached.comm != comm || cached.timeoutMs != timeoutMs ||
-      now - cached.setAtMs >= kDeadlineReuseMs)
-    cached = {comm, timeoutMs, now, Deadline::after(timeoutMs)};
-  return cached.deadline;
 }
 
 // "allreduce #12 (1024 x float32, sum)", for messages and logs.
@@ -105,6 +75,7 @@ void Communicator::collective(const CollectiveCall& call) {
     breakWith(Error(coilRemoteError, CallText{callOf(call), seq}() +
                                          ": the communicator was revoked or aborted during the call"));
   }
+  record.complete();
 }
 
 void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
@@ -167,7 +138,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
 
   // The FIFO waits of one collective poll (yielding) for up to COIL_SPIN_US
   // before sleeping: after the first slice the peers are inside the same call.
-  call.watch = {callDeadline(this, options_.timeoutMs), abortFlag_, maxSpinUs_};
+  call.watch = {deadline_.forCall(options_.timeoutMs), abortFlag_, maxSpinUs_};
   // Rooted collectives first check that every rank is in the same call
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
   const uint64_t agreement =

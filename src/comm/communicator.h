@@ -31,6 +31,7 @@
 #include "comm/flight_recorder.h"
 #include "tune/spin_advisor.h"
 #include "tune/tuner.h"
+#include "core/deadline.h"
 #include "core/error.h"
 #include "coil.h"
 #include "transports/transport.h"
@@ -241,6 +242,7 @@ class Communicator {
   tune::Model model_;
   int maxSpinUs_ = 0;        // COIL_SPIN_US: longest pause-poll before a wait sleeps
   tune::SpinAdvisor spin_;   // how to wait, learned per message size
+  ReusedDeadline deadline_;  // of collective calls
   std::map<int, PreMulSum> preMulOps_;
   std::vector<uint8_t> reduceScratch_;  // tree reduce: accumulation on non-root ranks
   int nextOp_ = coilNumOps;

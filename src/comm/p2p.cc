@@ -211,7 +211,10 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         t.done += n;
         moved = true;
       }
-      if (!pending) return;
+      if (!pending) {
+        record.complete();
+        return;
+      }
       if (moved) {
         idle = 0;
         peerGoneSeen = false;

@@ -17,6 +17,26 @@ Deadline Deadline::after(int64_t ms) {
   return d;
 }
 
+namespace {
+
+int64_t coarseMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+}  // namespace
+
+Deadline ReusedDeadline::forCall(int64_t timeoutMs) {
+  const int64_t now = coarseMs();
+  if (timeoutMs != timeoutMs_ || now - setAtMs_ >= kReuseMs) {
+    timeoutMs_ = timeoutMs;
+    setAtMs_ = now;
+    deadline_ = Deadline::after(timeoutMs);
+  }
+  return deadline_;
+}
+
 Deadline Deadline::never() {
   Deadline d;
   d.totalMs_ = 0;

@@ -35,6 +35,24 @@ class Deadline {
   int64_t totalMs_ = 0;
 };
 
+/// The deadlines of one communicator's calls, `timeoutMs` from each call's
+/// start. steady_clock costs ~25 ns on the reference VM, a tenth of a small
+/// all-reduce, so a deadline is reused while the coarse clock (~5 ns, 4 ms
+/// resolution) says it was set less than kReuseMs ago: a call may then time
+/// out up to ~12 ms early (reuse plus resolution), never late. A member of
+/// the communicator, not a thread_local: its calls are serialized (the link
+/// claim), and a thread-local lookup in a shared library costs ~1% more.
+class ReusedDeadline {
+ public:
+  Deadline forCall(int64_t timeoutMs);
+
+ private:
+  static constexpr int64_t kReuseMs = 8;
+  int64_t timeoutMs_ = -1;
+  int64_t setAtMs_ = 0;
+  Deadline deadline_ = Deadline::never();
+};
+
 /// The longest a waiter sleeps before it re-checks abort flags and peers.
 inline constexpr int kWaitSliceMs = 10;
 

@@ -77,10 +77,14 @@ TEST(FlightRecorderRing, ZeroEntriesRecordsNothing) {
 
 TEST(FlightRecorderRing, ScopesAndBatchesEndTheirEntries) {
   FlightRecorder r(16, "");
-  { FlightRecorder::Scope s(r, algo::CollKind::AllReduce, 1, 8, coilFloat, coilSum, 0); }
+  {
+    FlightRecorder::Scope s(r, algo::CollKind::AllReduce, 1, 8, coilFloat, coilSum, 0);
+    s.complete();
+  }
   {
     FlightRecorder::Scope s(r, algo::CollKind::Broadcast, 2, 8, coilInt32, coilSum, 3);
     s.fail();
+    s.complete();  // too late: an ended entry stays as it ended
   }
   try {
     FlightRecorder::Scope s(r, algo::CollKind::Gather, 3, 8, coilInt32, coilSum, 1);
@@ -94,9 +98,14 @@ TEST(FlightRecorderRing, ScopesAndBatchesEndTheirEntries) {
     b.add(false, 1, 4, coilFloat, 2);
     b.fail([](size_t i) { return i == 0; });  // the send went out, the receives never came
   }
-  { FlightRecorder::Batch b(r); b.add(true, 1, 4, coilFloat, 1); }
+  {
+    FlightRecorder::Batch b(r);
+    b.add(true, 1, 4, coilFloat, 1);
+    b.complete();
+  }
+  { FlightRecorder::Batch b(r); b.add(true, 2, 4, coilFloat, 1); }  // left without an end
   const std::vector<Entry> e = r.snapshot();
-  ASSERT_EQ(e.size(), 7u);
+  ASSERT_EQ(e.size(), 8u);
   EXPECT_EQ(e[0].state, State::kCompleted);
   EXPECT_EQ(e[0].peer, -1) << "an all-reduce has no root";
   EXPECT_EQ(e[0].op, coilSum);
@@ -110,6 +119,7 @@ TEST(FlightRecorderRing, ScopesAndBatchesEndTheirEntries) {
   EXPECT_EQ(e[4].kind, FlightRecorder::kRecv);
   EXPECT_EQ(e[5].state, State::kFailed);
   EXPECT_EQ(e[6].state, State::kCompleted);
+  EXPECT_EQ(e[7].state, State::kFailed) << "a batch left without complete() failed";
 }
 
 TEST(FlightRecorderRing, DescribesEachEntryOnOneLine) {
