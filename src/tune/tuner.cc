@@ -113,7 +113,8 @@ Model::Model(const Topology& topology) : topo_(topology) {
   p_.streamFromBytes = kStreamFromBytes;
   p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
   origin_ = "built-in defaults";
-  if (auto path = env::get("COIL_TUNE_FILE"); path && !path->empty()) applyTuneFile(*path);
+  if (auto path = env::get("COIL_TUNE_FILE"); topo_.userTuning && path && !path->empty())
+    applyTuneFile(*path);
   // Oversubscription scales whatever the parameters describe (one rank per
   // core): the ranks of the fullest host against the CPUs of a host.
   const int ranksPerHost = topo_.hosts > 1 ? topo_.largestHost : topo_.nranks;
@@ -126,7 +127,8 @@ Model::Model(const Topology& topology) : topo_(topology) {
       c->gammaUsPerB *= share;
     }
   }
-  if (auto spec = env::get("COIL_TUNE"); spec && !spec->empty()) applyTuneEnv(*spec);
+  if (auto spec = env::get("COIL_TUNE"); topo_.userTuning && spec && !spec->empty())
+    applyTuneEnv(*spec);
   treeLoad_ = algo::doubleTreeLoad(topo_.nranks);
   // Across hosts the built-in tcp costs are loopback's, not the link's:
   // measure the link at init unless the user gave parameters or said no.

@@ -61,6 +61,8 @@ struct Topology {
   Cost local{};                   // FIFO costs inside a host (the hierarchical all-reduce's
                                   // local phases); fifo's when every peer is local
   size_t cacheBytes = 0;          // last-level cache; 0 = unknown (8 MiB assumed)
+  bool userTuning = true;         // apply COIL_TUNE_FILE and COIL_TUNE; false: the built-in
+                                  // parameters only (coil-sim's models, whose costs its flags set)
 };
 
 /// Every number a prediction uses besides the topology. Trivially copyable:

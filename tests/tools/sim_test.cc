@@ -2,7 +2,12 @@
 // costs, against what the algorithms and the tuner say independently.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "algorithms/collectives.h"
 #include "model.h"
@@ -205,6 +210,48 @@ TEST(Simulation, StepCostsSumToTheTunersFormula) {
           << algo::collName(c.kind) << " " << c.algorithm << " n=" << n << " chunk=" << c.chunk
           << (c.acrossHosts ? " across hosts" : "");
     }
+}
+
+// The README has users export COIL_TUNE_FILE (a calibration of their
+// transports) before it shows coil-sim: the simulated model keeps the costs
+// coil-sim says it uses (built-in, or --alpha/--beta/--gamma), and neither
+// that file nor COIL_TUNE reaches it. Before, the file's "shm" line was an
+// unknown transport to the simulated model, and coil-sim --cost aborted.
+TEST(Simulation, TheUsersTuningDoesNotReachTheSimulatedModel) {
+  const CostParams p{2.0, 1.0 / 4000, 1.0 / 8000, "test"};
+  struct Case {
+    const char* algorithm;
+    int n;
+  };
+  const Case cases[] = {{"ring", 5}, {"oneshot", 3}, {"slice", 2}};
+  std::vector<double> plain;
+  for (const Case& c : cases) {
+    const Simulation s = simulate(request(CollKind::AllReduce, c.algorithm, c.n, 20));
+    plain.push_back(*tunerPredictionUs(s, p) + algorithmCosts("shm", s).alphaUs);
+  }
+  char path[] = "/tmp/coil-sim-tune-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text =
+      "# coil calibration\nshm alpha_us=50 beta_us_per_byte=0.1\ntcp alpha_us=70\n"
+      "window/slice alpha_us=99\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  setenv("COIL_TUNE_FILE", path, 1);
+  setenv("COIL_TUNE", "shm:alpha=77;window:alpha=88", 1);
+  std::vector<double> tuned;
+  for (const Case& c : cases) {
+    const Simulation s = simulate(request(CollKind::AllReduce, c.algorithm, c.n, 20));
+    try {
+      tuned.push_back(*tunerPredictionUs(s, p) + algorithmCosts("shm", s).alphaUs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.algorithm << ": " << e.what();
+    }
+  }
+  unsetenv("COIL_TUNE_FILE");
+  unsetenv("COIL_TUNE");
+  unlink(path);
+  EXPECT_EQ(tuned, plain);
 }
 
 TEST(Simulation, BadRequestsAreRefused) {

@@ -111,7 +111,7 @@ double number(const char* text, const char* flag) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   Request req;
   std::string algoName, hostsSpec, transport = "shm", svgPath, htmlPath;
   bool values = false, cost = false, doMeasure = false, ranksGiven = false;
@@ -211,4 +211,14 @@ int main(int argc, char** argv) {
   if (!svgPath.empty()) writeFile(svgPath, renderSvg(s));
   if (!htmlPath.empty()) writeFile(htmlPath, renderHtml(s, costs, params));
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  // Whatever escapes (a bad COIL_* variable the engine's parts read, an
+  // unwritable --svg path): one line naming it, not std::terminate.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    bad(e.what());
+  }
 }

@@ -39,6 +39,7 @@ namespace {
 tune::Model modelFor(const Simulation& s, const tune::Cost& cost, tune::Algo algorithm) {
   const Request& r = s.request;
   tune::Topology topo;
+  topo.userTuning = false;  // the costs coil-sim prints, not the user's calibration
   topo.nranks = r.nranks;
   topo.fifo = topo.oneShot = topo.local = cost;
   topo.chunkBytes = r.chunkElems * r.elementBytes;  // the simulated chunk, not a per-call one
@@ -82,6 +83,7 @@ CostParams algorithmCosts(const std::string& name, const Simulation& s) {
   tune::Algo a;
   if (s.form != Form::kWindow || !tune::parseAlgo(algorithm.name, &a)) return fifo;
   tune::Topology topo;
+  topo.userTuning = false;  // the built-in costs, as the source says
   topo.nranks = 2;
   topo.windowSlotBytes = size_t{1} << 20;
   const tune::Model model(topo);
