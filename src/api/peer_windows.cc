@@ -61,22 +61,35 @@ std::string sendToEveryPeer(uint64_t token, const Communicator& c, int fd, const
   }
 }
 
+// COIL_PEER_IPC: how the windows are shared between processes.
+enum class Sharing : uint64_t { kAuto, kCuMem, kLegacy };
+
 struct Settings {
   size_t slotBytes;
   size_t minBytes;
   uint64_t token;  // names this communicator's mailboxes on the host
+  Sharing sharing;
 };
+
+Sharing sharingAsked() {
+  const std::optional<std::string> v = env::get("COIL_PEER_IPC");
+  if (v == "cumem") return Sharing::kCuMem;
+  if (v == "legacy") return Sharing::kLegacy;
+  return Sharing::kAuto;  // an unknown value is warned about at init (core/variables.cc)
+}
 
 // Rank 0's settings, on every rank.
 Settings rankZerosSettings(Communicator& c) {
-  uint64_t values[3] = {
+  uint64_t values[4] = {
       static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
                                 .value_or(kDefaultSlotBytes)),
       static_cast<uint64_t>(
           env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
-      std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid())};
-  fromRankZero(c, values, 3);
-  return {static_cast<size_t>(values[0] / 4096 * 4096), static_cast<size_t>(values[1]), values[2]};
+      std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid()),
+      static_cast<uint64_t>(sharingAsked())};
+  fromRankZero(c, values, 4);
+  return {static_cast<size_t>(values[0] / 4096 * 4096), static_cast<size_t>(values[1]), values[2],
+          static_cast<Sharing>(values[3])};
 }
 
 // This rank's window, exported, and its mailbox open; or why not.
@@ -129,24 +142,117 @@ std::string mapPeersWindows(coilComm* comm, const Settings& settings, const Owne
   return why;
 }
 
+// The cuMem way: every rank's window exported as a descriptor and sent
+// over Unix sockets. Empty when every rank mapped every window.
+std::string shareByDescriptors(coilComm* comm, const Settings& settings, PeerWindows* pw) {
+  Communicator& c = *comm->impl;
+  OwnedFd exported;
+  std::optional<FdMailbox> mailbox;
+  std::string why = openOwnWindow(comm, settings, pw, &exported, &mailbox);
+  if (!everyRankAgrees(c, why.empty()))
+    return why.empty() ? "another rank cannot export cuMem memory" : why;
+  why = mapPeersWindows(comm, settings, exported, *mailbox, pw);
+  if (!everyRankAgrees(c, why.empty()))
+    return why.empty() ? "another rank could not map every window" : why;
+  return {};
+}
+
+// Who made an allocation: a process of this host (the pid alone could
+// repeat across PID namespaces; the random half is a fork's parent's too,
+// but the fork's pid differs).
+uint64_t processIdentity() {
+  static const uint64_t nonce = std::random_device{}() * uint64_t{0x100000001};
+  return nonce ^ static_cast<uint64_t>(::getpid());
+}
+
+// One rank's window as the legacy way describes it to the others.
+struct IpcRecord {
+  uint64_t process;  // processIdentity()
+  uint64_t address;  // in that process: a peer that is a thread of it uses it as is
+  uint64_t bytes;
+  int64_t device;
+  device::IpcHandle handle;
+};
+
+// The legacy way: every rank's window allocated with cudaMalloc, its IPC
+// handle all-gathered over the communicator, and opened by every other
+// process (a thread of the same process uses the address). Empty when
+// every rank mapped every window.
+std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWindows* pw) {
+  Communicator& c = *comm->impl;
+  const int rank = c.rank();
+  IpcRecord mine{processIdentity(), 0, 0, comm->device, {}};
+  std::string why;
+  try {
+    device::setDevice(comm->device);
+    pw->mappings[rank] = device::allocIpc(2 * settings.slotBytes);
+    mine.address = reinterpret_cast<uintptr_t>(pw->mappings[rank].ptr);
+    mine.bytes = pw->mappings[rank].bytes;
+    mine.handle = device::ipcHandleOf(pw->mappings[rank]);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  if (!everyRankAgrees(c, why.empty()))
+    return why.empty() ? "another rank cannot make a legacy IPC allocation" : why;
+  std::vector<IpcRecord> all(static_cast<size_t>(c.nranks()));
+  c.collective({algo::CollKind::AllGather, &mine, all.data(), sizeof(IpcRecord), coilUint8,
+                coilSum, 0});
+  for (int peer = 0; peer < c.nranks() && why.empty(); ++peer) {
+    if (peer == rank) continue;
+    const IpcRecord& r = all[static_cast<size_t>(peer)];
+    if (r.process == mine.process) {
+      // CUDA cannot open a handle in the process that made it.
+      if (r.device != mine.device)
+        why = "rank " + std::to_string(peer) + " is a thread of this process on GPU " +
+              std::to_string(r.device) + ", not this rank's GPU " + std::to_string(mine.device) +
+              ", and legacy IPC cannot map memory within one process";
+      else
+        pw->mappings[peer] = {reinterpret_cast<void*>(r.address), r.bytes, 0,
+                              device::SharedMemory::Kind::kBorrowed};
+      continue;
+    }
+    try {
+      pw->mappings[peer] = device::openIpc(r.handle, r.bytes);
+    } catch (const Error& e) {
+      why = "opening rank " + std::to_string(peer) + "'s window: " + e.what();
+    }
+  }
+  if (!everyRankAgrees(c, why.empty()))
+    return why.empty() ? "another rank could not open every window" : why;
+  return {};
+}
+
 void sayStaged(const std::string& why) {
-  COIL_INFO(kInit, "device all-reduces are staged through host memory: ",
-            why.empty() ? std::string("another rank cannot share device memory") : why);
+  COIL_INFO(kInit, "device all-reduces are staged through host memory: ", why);
+}
+
+// Hands the mapped windows to the communicator.
+void attach(coilComm* comm, std::unique_ptr<PeerWindows> pw) {
+  for (const device::SharedMemory& m : pw->mappings) {
+    auto* base = static_cast<uint8_t*>(m.ptr);
+    pw->windows.push_back({{base, base + pw->slotBytes}});
+  }
+  COIL_INFO(kInit, "device all-reduces of ", pw->minBytes, " bytes and more read the peers' ",
+            "device memory (", pw->sharing, ", 2 slots of ", pw->slotBytes, " bytes per rank)");
+  comm->peerWindows = std::move(pw);
 }
 
 }  // namespace
 
-PeerWindows::~PeerWindows() {
+void PeerWindows::unmap() noexcept {
   for (device::SharedMemory& m : mappings) device::freeShared(m);
 }
+
+PeerWindows::~PeerWindows() { unmap(); }
 
 void attachPeerWindows(coilComm* comm) {
   Communicator& c = *comm->impl;
   // The same on every rank, so that every rank takes part in what follows
   // or none does.
   if (c.nranks() < 2 || !c.allOnOneHostWithGpus()) return;
+  // Rank 0's settings, so the same on every rank: no need to agree, and
+  // every rank takes the same branches below.
   const Settings settings = rankZerosSettings(c);
-  // Rank 0's setting, so the same on every rank: no need to agree.
   if (settings.slotBytes == 0)
     return sayStaged("COIL_PEER_WINDOW_BYTES is below a page (rank 0's)");
   auto pw = std::make_unique<PeerWindows>();
@@ -154,20 +260,24 @@ void attachPeerWindows(coilComm* comm) {
   pw->minBytes = settings.minBytes;
   pw->mappings.resize(static_cast<size_t>(c.nranks()));
 
-  OwnedFd exported;
-  std::optional<FdMailbox> mailbox;
-  std::string why = openOwnWindow(comm, settings, pw.get(), &exported, &mailbox);
-  if (!everyRankAgrees(c, why.empty())) return sayStaged(why);
-  why = mapPeersWindows(comm, settings, exported, *mailbox, pw.get());
-  if (!everyRankAgrees(c, why.empty())) return sayStaged(why);
-
-  for (const device::SharedMemory& m : pw->mappings) {
-    auto* base = static_cast<uint8_t*>(m.ptr);
-    pw->windows.push_back({{base, base + pw->slotBytes}});
+  std::string why;
+  if (settings.sharing != Sharing::kLegacy) {
+    why = shareByDescriptors(comm, settings, pw.get());
+    if (why.empty()) {
+      pw->sharing = "CUDA IPC, cuMem handles passed as descriptors";
+      return attach(comm, std::move(pw));
+    }
+    pw->unmap();
+    if (settings.sharing == Sharing::kCuMem) return sayStaged(why + " (COIL_PEER_IPC=cumem)");
+    COIL_INFO(kInit, "peer windows: cuMem descriptors cannot be used (", why,
+              "); trying legacy CUDA IPC handles");
   }
-  COIL_INFO(kInit, "device all-reduces of ", pw->minBytes, " bytes and more read the peers' ",
-            "device memory (CUDA IPC, 2 slots of ", pw->slotBytes, " bytes per rank)");
-  comm->peerWindows = std::move(pw);
+  const std::string legacyWhy = shareByIpcHandles(comm, settings, pw.get());
+  if (legacyWhy.empty()) {
+    pw->sharing = "legacy CUDA IPC handles";
+    return attach(comm, std::move(pw));
+  }
+  sayStaged(why.empty() ? legacyWhy : "cuMem: " + why + "; legacy IPC: " + legacyWhy);
 }
 
 bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call, size_t bytes) {

@@ -3,15 +3,22 @@
 // staging it through host memory (algorithms/device_window_allreduce.h
 // runs it).
 //
-// Made at init, when every rank has a GPU and all are on one host: each
-// rank allocates its window (two slots of COIL_PEER_WINDOW_BYTES) with
-// cuMem, exports it as a POSIX file descriptor, and sends that to every
-// other rank over a Unix socket (net/fd_passing.h); each maps the others'.
-// Ranks that are threads of one process map each other's the same way.
-// The ranks then agree: if any rank could not take part (no cuMem, no
-// POSIX handles, mapping refused between two GPUs without peer access,
-// COIL_PEER_WINDOW_BYTES=0), none uses the windows, and device calls are
-// staged through host memory as before; init says why at INFO.
+// Made at init, when every rank has a GPU and all are on one host. Each
+// rank allocates its window (two slots of COIL_PEER_WINDOW_BYTES) and the
+// others map it, the first way that works on every rank (COIL_PEER_IPC,
+// rank 0's, can name one):
+//   1. cuMem: the window is exported as a POSIX file descriptor and sent to
+//      every other rank over a Unix socket (net/fd_passing.h); ranks that
+//      are threads of one process map each other's the same way.
+//   2. legacy CUDA IPC: the window comes from cudaMalloc, and its 64-byte
+//      handle is all-gathered over the communicator itself; each process
+//      opens the others' (a thread of the same process uses the address).
+//      For drivers without POSIX handles, and for ranks whose Unix sockets
+//      cannot reach each other (separate network namespaces).
+// After each step the ranks agree: if any rank could not take part, none
+// uses that way. When neither works (no GPU memory sharing, mapping refused
+// between two GPUs without peer access, COIL_PEER_WINDOW_BYTES=0), device
+// calls are staged through host memory as before; init says why at INFO.
 //
 // Everything is allocated and mapped at init: an allocation later could
 // wait on a stream that waits on this communicator (staged_stream.h).
@@ -36,10 +43,13 @@ struct PeerWindows {
   size_t minBytes = 0;                          // calls from this size use the windows
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
   std::vector<algo::DeviceWindow> windows;      // by rank
+  const char* sharing = "";                     // the way they were shared, for logs and tests
   PeerWindows() = default;
   PeerWindows(const PeerWindows&) = delete;
   PeerWindows& operator=(const PeerWindows&) = delete;
   ~PeerWindows();
+  /// Frees every mapping (own and peers'), leaving empty ones.
+  void unmap() noexcept;
 };
 
 /// At init, on every rank, once the communicator is connected: collective.

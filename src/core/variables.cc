@@ -97,6 +97,8 @@ constexpr Variable kVariables[] = {
              "device memory each rank shares with its peers (x2); 0: none"),
     byteSize(kLibrary, "COIL_PEER_MIN_BYTES", 0, INT64_MAX,
              "device all-reduces from this size read the peers' windows"),
+    oneOf(kLibrary, "COIL_PEER_IPC", "auto cumem legacy", false,
+          "how peer windows are shared: cuMem descriptors, legacy CUDA IPC handles"),
     oneOf(kLibrary, "COIL_DEVICE_ORDER", "auto stream host", false,
           "device calls: streams wait on the host, or the host on streams"),
     oneOf(kLibrary, "COIL_SPIN", "adaptive always", false, "how waiting ranks wait"),

@@ -82,15 +82,28 @@ void syncStream(Stream stream);
 /// stream by storing a value >= ticket into the word.
 void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket);
 
-/// Device memory that other processes of this host map (CUDA IPC): a cuMem
-/// allocation made exportable as a POSIX file descriptor, which a peer
-/// receives over a Unix socket (net/fd_passing.h) and maps into its own
-/// address space. The same struct describes this rank's allocation and a
-/// peer's imported one.
+/// Device memory that other processes of this host map (CUDA IPC), in one
+/// of two ways:
+///   - cuMem (preferred): an allocation made exportable as a POSIX file
+///     descriptor, which a peer receives over a Unix socket
+///     (net/fd_passing.h) and maps into its own address space;
+///   - legacy IPC (cudaIpc*): an ordinary allocation whose 64-byte handle a
+///     peer opens. Needs no descriptor passing, so it reaches peers the
+///     socket cannot (another network namespace), and drivers without
+///     cuMem's POSIX handles; a process cannot open its own handles.
+/// The same struct describes this rank's allocation and a peer's mapping.
 struct SharedMemory {
+  enum class Kind : uint8_t {
+    kNone,
+    kCuMem,       // allocShared or importShared
+    kIpcOwn,      // allocIpc
+    kIpcOpened,   // openIpc
+    kBorrowed,    // a pointer of this process (a peer that is a thread here): not freed
+  };
   void* ptr = nullptr;  // device address in this process
   size_t bytes = 0;     // mapped bytes (a multiple of the allocation granularity)
   uint64_t handle = 0;  // the implementation's allocation handle
+  Kind kind = Kind::kNone;
 };
 /// Why allocShared cannot work on the current device (the driver lacks
 /// cuMem, or POSIX file descriptor handles); empty when it can.
@@ -102,8 +115,21 @@ OwnedFd exportShared(const SharedMemory& memory);
 /// Maps a peer's exported allocation (`bytes` as the peer's SharedMemory
 /// says) for the current device; the descriptor stays the caller's.
 SharedMemory importShared(int fd, size_t bytes);
-/// Unmaps and releases an allocation, own or imported (the memory itself
-/// goes when its last mapping does). Null memory is ignored.
+
+/// A legacy IPC handle (cudaIpcMemHandle_t's 64 bytes).
+struct IpcHandle {
+  std::array<uint8_t, 64> bytes{};
+};
+/// `bytes` of device memory on the current device, for legacy IPC.
+SharedMemory allocIpc(size_t bytes);
+/// The handle a peer process passes to openIpc for `memory` (from allocIpc).
+IpcHandle ipcHandleOf(const SharedMemory& memory);
+/// Maps another process's allocation (`bytes` as its SharedMemory says)
+/// for the current device.
+SharedMemory openIpc(const IpcHandle& handle, size_t bytes);
+
+/// Unmaps and releases any of the above, own or a peer's (the memory itself
+/// goes when its last mapping does). Null or borrowed memory is only reset.
 void freeShared(SharedMemory& memory) noexcept;
 
 }  // namespace coil::device

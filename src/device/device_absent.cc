@@ -39,6 +39,9 @@ std::string sharedMemoryUnsupported() { return kReason; }
 SharedMemory allocShared(size_t) { noCuda("allocShared"); }
 OwnedFd exportShared(const SharedMemory&) { noCuda("exportShared"); }
 SharedMemory importShared(int, size_t) { noCuda("importShared"); }
+SharedMemory allocIpc(size_t) { noCuda("allocIpc"); }
+IpcHandle ipcHandleOf(const SharedMemory&) { noCuda("ipcHandleOf"); }
+SharedMemory openIpc(const IpcHandle&, size_t) { noCuda("openIpc"); }
 void freeShared(SharedMemory& memory) noexcept { memory = SharedMemory{}; }
 void reduceAsync(void*, const void*, const void*, size_t, coilDataType_t, coilRedOp_t, void*) {
   noCuda("reduceAsync");

@@ -149,7 +149,7 @@ SharedMemory allocShared(size_t bytes) {
   check(api, "cuMemCreate", api.create(&handle, size, &prop, 0));
   try {
     void* ptr = mapHere(api, handle, size, granularity);
-    return {ptr, size, static_cast<uint64_t>(handle)};
+    return {ptr, size, static_cast<uint64_t>(handle), SharedMemory::Kind::kCuMem};
   } catch (...) {
     api.release(handle);
     throw;
@@ -175,23 +175,20 @@ SharedMemory importShared(int fd, size_t bytes) {
     // The exporter's size is a multiple of its granularity, hence of ours
     // (one device model, one granularity); alignment 0 lets CUDA choose.
     void* ptr = mapHere(api, handle, bytes, 0);
-    return {ptr, bytes, static_cast<uint64_t>(handle)};
+    return {ptr, bytes, static_cast<uint64_t>(handle), SharedMemory::Kind::kCuMem};
   } catch (...) {
     api.release(handle);
     throw;
   }
 }
 
-void freeShared(SharedMemory& memory) noexcept {
-  if (memory.ptr == nullptr) return;
+void freeCuMem(SharedMemory& memory) noexcept {
   const MemoryApi& api = memoryApi();
-  if (api.missing.empty()) {
-    const auto address = reinterpret_cast<CUdeviceptr>(memory.ptr);
-    api.unmap(address, memory.bytes);
-    api.addressFree(address, memory.bytes);
-    api.release(static_cast<CUmemGenericAllocationHandle>(memory.handle));
-  }
-  memory = SharedMemory{};
+  if (!api.missing.empty()) return;
+  const auto address = reinterpret_cast<CUdeviceptr>(memory.ptr);
+  api.unmap(address, memory.bytes);
+  api.addressFree(address, memory.bytes);
+  api.release(static_cast<CUmemGenericAllocationHandle>(memory.handle));
 }
 
 }  // namespace coil::device

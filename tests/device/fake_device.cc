@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -290,18 +291,33 @@ void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket) {
 
 // Shared memory: a memfd segment, mapped by whoever holds its descriptor
 // (other processes too, after fd passing), as cuMem's POSIX handles are.
+// A legacy IPC handle names the exporting process and its descriptor of
+// the segment, opened through /proc as cudaIpcOpenMemHandle opens another
+// process's allocation; like it, it refuses the exporting process itself.
 std::string gSharedMemoryRefusal;  // fake::refuseSharedMemory
+std::string gIpcRefusal;           // fake::refuseIpc
+std::string gImportFailure;        // fake::failImports
 std::string sharedMemoryUnsupported() { return gSharedMemoryRefusal; }
 
-SharedMemory allocShared(size_t bytes) {
+SharedMemory mapSegment(int fd, size_t bytes, SharedMemory::Kind kind, const char* what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) fail(coilSystemError, what, ": mmap: ", std::strerror(errno));
+  return {p, bytes, ~uint64_t{0}, kind};
+}
+
+SharedMemory newSegment(size_t bytes, SharedMemory::Kind kind, const char* what) {
   noteAllocation();
   const size_t size = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
   OwnedFd fd(memfd_create("coil-fake-shared", MFD_CLOEXEC));
   if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
-    fail(coilSystemError, "allocShared: memfd: ", std::strerror(errno));
-  SharedMemory m = importShared(fd.get(), size);
-  m.handle = static_cast<uint64_t>(dup(fd.get()));  // kept for exportShared
+    fail(coilSystemError, what, ": memfd: ", std::strerror(errno));
+  SharedMemory m = mapSegment(fd.get(), size, kind, what);
+  m.handle = static_cast<uint64_t>(dup(fd.get()));  // kept for exporting
   return m;
+}
+
+SharedMemory allocShared(size_t bytes) {
+  return newSegment(bytes, SharedMemory::Kind::kCuMem, "allocShared");
 }
 
 OwnedFd exportShared(const SharedMemory& memory) {
@@ -309,15 +325,51 @@ OwnedFd exportShared(const SharedMemory& memory) {
 }
 
 SharedMemory importShared(int fd, size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) fail(coilSystemError, "importShared: mmap: ", std::strerror(errno));
-  return {p, bytes, ~uint64_t{0}};
+  if (!gImportFailure.empty()) fail(coilUnhandledCudaError, gImportFailure);
+  return mapSegment(fd, bytes, SharedMemory::Kind::kCuMem, "importShared");
+}
+
+struct FakeIpcHandle {
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+};
+static_assert(sizeof(FakeIpcHandle) <= sizeof(IpcHandle::bytes));
+
+SharedMemory allocIpc(size_t bytes) {
+  if (!gIpcRefusal.empty()) fail(coilUnhandledCudaError, "cudaMalloc (legacy IPC): ", gIpcRefusal);
+  return newSegment(bytes, SharedMemory::Kind::kIpcOwn, "allocIpc");
+}
+
+IpcHandle ipcHandleOf(const SharedMemory& memory) {
+  const FakeIpcHandle h{{'c', 'o', 'i', 'l', 'f', 'a', 'k', 'e'},
+                        static_cast<int32_t>(getpid()),
+                        static_cast<int32_t>(memory.handle)};
+  IpcHandle out;
+  std::memcpy(out.bytes.data(), &h, sizeof h);
+  return out;
+}
+
+SharedMemory openIpc(const IpcHandle& handle, size_t bytes) {
+  FakeIpcHandle h;
+  std::memcpy(&h, handle.bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, "coilfake", 8) != 0)
+    fail(coilUnhandledCudaError, "cudaIpcOpenMemHandle: not a handle of the fake device");
+  if (h.pid == getpid())
+    fail(coilUnhandledCudaError,
+         "cudaIpcOpenMemHandle: the handle was made by this process (CUDA refuses that too)");
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  OwnedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid())
+    fail(coilUnhandledCudaError, "cudaIpcOpenMemHandle: ", path, ": ", std::strerror(errno));
+  return mapSegment(fd.get(), bytes, SharedMemory::Kind::kIpcOpened, "openIpc");
 }
 
 void freeShared(SharedMemory& memory) noexcept {
-  if (memory.ptr == nullptr) return;
-  munmap(memory.ptr, memory.bytes);
-  if (memory.handle != ~uint64_t{0}) ::close(static_cast<int>(memory.handle));
+  if (memory.ptr != nullptr && memory.kind != SharedMemory::Kind::kBorrowed) {
+    munmap(memory.ptr, memory.bytes);
+    if (memory.handle != ~uint64_t{0}) ::close(static_cast<int>(memory.handle));
+  }
   memory = SharedMemory{};
 }
 
@@ -340,6 +392,8 @@ void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream)
 int allocationsWhileWaiting() { return gAllocWhileWaiting.load(); }
 void resetCounters() { gAllocWhileWaiting = 0; }
 void refuseSharedMemory(const std::string& why) { gSharedMemoryRefusal = why; }
+void refuseIpc(const std::string& why) { gIpcRefusal = why; }
+void failImports(const std::string& why) { gImportFailure = why; }
 void shareHardwareQueues(int n) {
   std::lock_guard<std::mutex> lock(gQueuesMutex);
   gSharedQueueCount = n;

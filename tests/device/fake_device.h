@@ -10,9 +10,9 @@
 // implicit-synchronisation hazard, staged_stream.h), and copies touch only
 // memory that exists.
 //
-// Device memory shared between processes (allocShared and friends) is a
-// memfd segment, and the two kernels of device_reduce.h that the peer
-// all-reduce uses run coil's host kernels on the stream's thread.
+// Device memory shared between processes (allocShared, allocIpc and
+// friends) is a memfd segment, and the two kernels of device_reduce.h that
+// the peer all-reduce uses run coil's host kernels on the stream's thread.
 #pragma once
 
 #include <functional>
@@ -36,5 +36,10 @@ void shareHardwareQueues(int n);
 /// sharedMemoryUnsupported() says `why` from now on (empty: supported), as
 /// a driver without cuMem or POSIX handles would.
 void refuseSharedMemory(const std::string& why);
+/// allocIpc fails from now on, saying `why` (empty: it works), as a
+/// driver refusing legacy IPC allocations would.
+void refuseIpc(const std::string& why);
+/// importShared fails from now on, saying `why` (empty: it works).
+void failImports(const std::string& why);
 
 }  // namespace coil::device::fake

@@ -1,8 +1,9 @@
 // The whole device path of the library on the fake GPU (fake_device.cc):
 // communicators made through the C API, calls on "device" buffers and
 // streams, the peer windows made at init (cuMem's part played by memfd
-// segments, their descriptors passed between ranks as on a GPU host) and
-// the all-reduce over them, beside the staged path. Ranks as threads (host
+// segments, their descriptors passed between ranks as on a GPU host; the
+// legacy IPC fallback's handles opened through /proc) and the all-reduce
+// over them, beside the staged path. Ranks as threads (host
 // order: they share the one fake GPU in one process) and as processes
 // (stream order), over shm and tcp, at awkward sizes and rank counts,
 // checked bit for bit against the reference. No GPU needed; what this
@@ -89,15 +90,20 @@ void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
 
 struct FakeGpuSetup {
   RankSetup ranks;
-  bool windows;  // COIL_PEER_WINDOW_BYTES: 4096 (several chunks) or 0 (staged)
+  bool windows;          // COIL_PEER_WINDOW_BYTES: 4096 (several chunks) or 0 (staged)
+  bool legacy = false;   // COIL_PEER_IPC=legacy, else auto (cuMem)
 };
 
+std::string kindOfSetup(const FakeGpuSetup& s) {
+  return !s.windows ? "staged" : s.legacy ? "legacy_ipc" : "windows";
+}
+
 void PrintTo(const FakeGpuSetup& s, std::ostream* os) {
-  *os << paramName(s.ranks) << (s.windows ? " with windows" : " staged");
+  *os << paramName(s.ranks) << " " << kindOfSetup(s);
 }
 
 std::string name(const ::testing::TestParamInfo<FakeGpuSetup>& info) {
-  return paramName(info.param.ranks) + (info.param.windows ? "_windows" : "_staged");
+  return paramName(info.param.ranks) + "_" + kindOfSetup(info.param);
 }
 
 class FakeGpuComm : public ::testing::TestWithParam<FakeGpuSetup> {};
@@ -106,6 +112,7 @@ TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
   const FakeGpuSetup s = GetParam();
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
+  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
   runRanks(s.ranks, [&](coilComm_t comm, int rank) {
     // Every rank of these has the (fake) GPU and all are on this host: the
     // windows exist exactly when they are asked for, for more than one rank.
@@ -114,6 +121,9 @@ TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
     if (expected) {
       ASSERT_EQ(comm->peerWindows->windows.size(), static_cast<size_t>(s.ranks.nranks));
       EXPECT_EQ(comm->peerWindows->slotBytes, 4096u);
+      EXPECT_NE(std::string(comm->peerWindows->sharing).find(s.legacy ? "legacy" : "cuMem"),
+                std::string::npos)
+          << comm->peerWindows->sharing;
     }
     allReduceEveryCase(comm, rank, s.ranks.nranks);
   });
@@ -125,6 +135,10 @@ std::vector<FakeGpuSetup> setups() {
     for (int n : {1, 2, 3, 5}) out.push_back({{n, launch, "shm"}, true});
     out.push_back({{3, launch, "tcp"}, true});
     out.push_back({{3, launch, "shm"}, false});
+    // Legacy IPC: processes open each other's handles; threads of one
+    // process use each other's addresses.
+    for (int n : {2, 3, 5}) out.push_back({{n, launch, "shm"}, true, true});
+    out.push_back({{3, launch, "tcp"}, true, true});
   }
   return out;
 }
@@ -146,15 +160,65 @@ TEST(FakeGpuCommSettings, RankZerosWindowSettingsHoldOnEveryRank) {
   });
 }
 
-// One rank that cannot share device memory: no rank uses the windows (they
-// agree at init), and every call is staged and right.
-TEST(FakeGpuCommSettings, OneRankWithoutSharedMemoryMeansNoWindowsAnywhere) {
+// The windows' sharing on one rank of three, as init left it.
+std::string sharingOf(coilComm_t comm) {
+  return comm->peerWindows ? comm->peerWindows->sharing : "staged";
+}
+
+// One rank whose driver cannot export cuMem memory: every rank falls back
+// to legacy IPC handles (they agree at init), and every call is right.
+TEST(FakeGpuCommSettings, OneRankWithoutCuMemMeansLegacyIpcEverywhere) {
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
     if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
     coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
     ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(comm->peerWindows, nullptr) << "rank " << rank;
+    EXPECT_EQ(sharingOf(comm), "legacy CUDA IPC handles") << "rank " << rank;
+    allReduceEveryCase(comm, rank, 3);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// A rank that exports its own window but cannot map the others': the
+// mappings made so far are undone on every rank, and legacy IPC follows.
+TEST(FakeGpuCommSettings, ARankThatCannotMapPeersMeansLegacyIpcEverywhere) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    if (rank == 2) device::fake::failImports("cuMemImportFromShareableHandle: refused");
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(sharingOf(comm), "legacy CUDA IPC handles") << "rank " << rank;
+    allReduceEveryCase(comm, rank, 3);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// COIL_PEER_IPC=cumem (rank 0's) rules the fallback out: staged instead.
+TEST(FakeGpuCommSettings, CuMemOnlyWithoutCuMemMeansStaged) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    ScopedEnv sharing("COIL_PEER_IPC", rank == 0 ? "cumem" : "legacy");
+    if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(sharingOf(comm), "staged") << "rank " << rank;
+    allReduceEveryCase(comm, rank, 3);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+// Neither way on one rank: no rank uses the windows, and every call is
+// staged and right.
+TEST(FakeGpuCommSettings, OneRankWithNeitherWayMeansNoWindowsAnywhere) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    if (rank == 1) {
+      device::fake::refuseSharedMemory("this driver cannot export memory");
+      device::fake::refuseIpc("cudaErrorNotSupported");
+    }
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    EXPECT_EQ(sharingOf(comm), "staged") << "rank " << rank;
     allReduceEveryCase(comm, rank, 3);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
