@@ -1,0 +1,133 @@
+"""FSDP2 (fully_shard) over coil, against the same training over gloo.
+
+FSDP shards every parameter across the ranks and, each step, all-gathers
+them for the forward and backward passes (all_gather_into_tensor) and
+reduce-scatters the gradients (reduce_scatter_tensor): the collectives of
+a sharded trainer, not DDP's all-reduce. 2 and 3 ranks train a small MLP
+whose layer sizes do not divide by the rank count (FSDP pads the shards)
+for 10 SGD steps, each rank on its own batch, once on a mesh over the coil
+default group and once, from the same initial weights, on a mesh over a
+gloo group of the same ranks. (FSDP1, FullyShardedDataParallel, refuses
+to run without an accelerator whatever the backend.) Checks:
+  - the full parameters after coil training are bitwise identical on every
+    rank;
+  - they match the gloo run within 1e-6 relative, and a single-process
+    run on the whole batch (what data parallelism must reproduce) within
+    1e-5 relative;
+  - training changed the parameters (the comparison is not vacuous).
+"""
+import datetime
+import sys
+
+from harness import finish, init_env, require_coil_torch, run_ranks, say
+
+STEPS = 10
+BATCH = 6  # per rank
+
+
+def mlp(torch):
+    torch.manual_seed(1234)  # same start on every rank and in every run
+    return torch.nn.Sequential(torch.nn.Linear(37, 61), torch.nn.ReLU(),
+                               torch.nn.Linear(61, 29), torch.nn.ReLU(),
+                               torch.nn.Linear(29, 7))
+
+
+def batches(torch, world):
+    g = torch.Generator().manual_seed(777)
+    for _ in range(STEPS):
+        yield torch.randn(world * BATCH, 37, generator=g), torch.randn(world * BATCH, 7, generator=g)
+
+
+def flat(torch, params):
+    return torch.cat([p.detach().reshape(-1) for p in params])
+
+
+def train_sharded(torch, fully_shard, mesh, rank, world):
+    model = mlp(torch)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    mine = slice(rank * BATCH, (rank + 1) * BATCH)
+    for x, y in batches(torch, world):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x[mine]), y[mine])
+        loss.backward()
+        opt.step()
+    # Each parameter is a DTensor sharded over the mesh: gather it whole.
+    return flat(torch, [p.full_tensor() for p in model.parameters()])
+
+
+def train_alone(torch, world):
+    model = mlp(torch)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for x, y in batches(torch, world):
+        opt.zero_grad()
+        # The mean over all ranks' samples, as FSDP's averaged gradients give.
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+    return flat(torch, model.parameters())
+
+
+def worker(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch before 2.6
+        from torch.distributed._composable.fsdp import fully_shard
+
+    import coil_torch  # noqa: F401
+
+    torch.set_num_threads(1)
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")
+
+    start = flat(torch, mlp(torch).parameters())
+    with_coil = train_sharded(torch, fully_shard, init_device_mesh("cpu", (world,)), rank, world)
+    with_gloo = train_sharded(torch, fully_shard, DeviceMesh.from_group(gloo, "cpu"), rank, world)
+    alone = train_alone(torch, world)
+
+    everyone = [torch.empty_like(with_coil) for _ in range(world)]
+    dist.all_gather(everyone, with_coil, group=gloo)
+    problems = []
+    for r in range(world):
+        if not torch.equal(everyone[r].view(torch.int32), with_coil.view(torch.int32)):
+            diff = (everyone[r] - with_coil).abs().max().item()
+            problems.append(f"rank {r}'s parameters differ from rank {rank}'s (max {diff:g})")
+
+    def rel(a, b):
+        return ((a - b).norm() / b.norm()).item()
+
+    vs_gloo, vs_alone = rel(with_coil, with_gloo), rel(with_coil, alone)
+    moved = rel(with_coil, start)
+    say(f"rank {rank}/{world}: coil vs gloo {vs_gloo:.2e}, vs one process {vs_alone:.2e} "
+        f"(relative); training moved the weights by {moved:.2%}")
+    if vs_gloo > 1e-6:
+        problems.append(f"coil and gloo FSDP training differ by {vs_gloo:.3e} relative (> 1e-6)")
+    if vs_alone > 1e-5:
+        problems.append(f"coil FSDP and one-process training differ by {vs_alone:.3e} (> 1e-5)")
+    if moved < 1e-3:
+        problems.append(f"training barely changed the weights ({moved:.2e}): vacuous test")
+    dist.destroy_process_group()
+    if problems:
+        raise AssertionError("; ".join(problems))
+
+
+def main():
+    require_coil_torch()
+    reports, passed = [], 0
+    for world in (2, 3):
+        got = run_ranks(worker, world, timeout=180)
+        say(f"FSDP world {world}: {'ok' if not got else 'FAILED'}")
+        passed += 0 if got else 1
+        reports += got
+    finish("test_fsdp", reports, passed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
