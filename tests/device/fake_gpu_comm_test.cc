@@ -9,8 +9,14 @@
 // checked bit for bit against the reference. No GPU needed; what this
 // cannot show is CUDA itself (the gpu suite's peer runs do).
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <new>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -160,68 +166,66 @@ TEST(FakeGpuCommSettings, RankZerosWindowSettingsHoldOnEveryRank) {
   });
 }
 
-// The windows' sharing on one rank of three, as init left it.
+// The windows' sharing on one rank, as init left it.
 std::string sharingOf(coilComm_t comm) {
   return comm->peerWindows ? comm->peerWindows->sharing : "staged";
 }
 
-// One rank whose driver cannot export cuMem memory: every rank falls back
-// to legacy IPC handles (they agree at init), and every call is right.
-TEST(FakeGpuCommSettings, OneRankWithoutCuMemMeansLegacyIpcEverywhere) {
+// Three processes, each calling `setUp` (its rank) before init: every rank
+// must end with the windows shared as `want` says ("staged": none), and
+// every call right. (Processes: what setUp changes stays in its rank.)
+void threeRanksShare(const std::function<void(int rank)>& setUp, const std::string& want) {
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
-    if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
+    setUp(rank);
     coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
     ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(sharingOf(comm), "legacy CUDA IPC handles") << "rank " << rank;
+    EXPECT_EQ(sharingOf(comm), want) << "rank " << rank;
     allReduceEveryCase(comm, rank, 3);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
+}
+
+// One rank whose driver cannot export cuMem memory: every rank falls back
+// to legacy IPC handles (they agree at init).
+TEST(FakeGpuCommSettings, OneRankWithoutCuMemMeansLegacyIpcEverywhere) {
+  threeRanksShare(
+      [](int rank) {
+        if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
+      },
+      "legacy CUDA IPC handles");
 }
 
 // A rank that exports its own window but cannot map the others': the
 // mappings made so far are undone on every rank, and legacy IPC follows.
 TEST(FakeGpuCommSettings, ARankThatCannotMapPeersMeansLegacyIpcEverywhere) {
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
-    if (rank == 2) device::fake::failImports("cuMemImportFromShareableHandle: refused");
-    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
-    ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(sharingOf(comm), "legacy CUDA IPC handles") << "rank " << rank;
-    allReduceEveryCase(comm, rank, 3);
-    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
-  });
+  threeRanksShare(
+      [](int rank) {
+        if (rank == 2) device::fake::failImports("cuMemImportFromShareableHandle: refused");
+      },
+      "legacy CUDA IPC handles");
 }
 
 // COIL_PEER_IPC=cumem (rank 0's) rules the fallback out: staged instead.
 TEST(FakeGpuCommSettings, CuMemOnlyWithoutCuMemMeansStaged) {
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
-    ScopedEnv sharing("COIL_PEER_IPC", rank == 0 ? "cumem" : "legacy");
-    if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
-    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
-    ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(sharingOf(comm), "staged") << "rank " << rank;
-    allReduceEveryCase(comm, rank, 3);
-    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
-  });
+  threeRanksShare(
+      [](int rank) {
+        setenv("COIL_PEER_IPC", rank == 0 ? "cumem" : "legacy", 1);
+        if (rank == 1) device::fake::refuseSharedMemory("this driver cannot export memory");
+      },
+      "staged");
 }
 
 // Neither way on one rank: no rank uses the windows, and every call is
-// staged and right.
+// staged.
 TEST(FakeGpuCommSettings, OneRankWithNeitherWayMeansNoWindowsAnywhere) {
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
-    if (rank == 1) {
-      device::fake::refuseSharedMemory("this driver cannot export memory");
-      device::fake::refuseIpc("cudaErrorNotSupported");
-    }
-    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
-    ASSERT_NE(comm, nullptr);
-    EXPECT_EQ(sharingOf(comm), "staged") << "rank " << rank;
-    allReduceEveryCase(comm, rank, 3);
-    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
-  });
+  threeRanksShare(
+      [](int rank) {
+        if (rank != 1) return;
+        device::fake::refuseSharedMemory("this driver cannot export memory");
+        device::fake::refuseIpc("cudaErrorNotSupported");
+      },
+      "staged");
 }
 
 // Ranks that disagree on a call's count: every rank's call fails, naming
@@ -254,11 +258,23 @@ TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheCountFailTheirCalls) {
 TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  // Ranks 0 and 1 count themselves out of init here (memory the forked
+  // ranks share, outside coil) before rank 2 dies: dying while a peer is
+  // still in init's last collective fails that peer's init instead.
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* initialized = new (shared) std::atomic<int>(0);
   runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
     coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
     ASSERT_NE(comm, nullptr);
     ASSERT_NE(comm->peerWindows, nullptr);
-    if (rank == 2) _exit(0);  // gone, without a word to the others
+    if (rank == 2) {
+      const auto since = Clock::now();
+      while (initialized->load() < 2 && secondsSince(since) < 20.0) usleep(100);
+      _exit(0);  // gone, without a word to the others
+    }
+    initialized->fetch_add(1);
     const size_t count = 3001;
     FakeDeviceBuffer send(count * 4), recv(count * 4);
     std::memset(send.get(), 1, count * 4);
@@ -277,6 +293,7 @@ TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
     device::destroyStream(stream);
     coilCommAbort(comm);
   });
+  munmap(shared, sizeof(std::atomic<int>));
 }
 
 }  // namespace

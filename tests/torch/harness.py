@@ -131,3 +131,17 @@ def run_worlds(name, worker, world_sizes, timeout=150):
         passed += 0 if got else 1
         reports += got
     finish(name, reports, passed)
+
+
+def rank_differences(torch, dist, result, group, rank, world):
+    """Every rank's `result` (a float32 tensor) gathered over `group` and
+    compared bit for bit with this rank's: one problem line per rank whose
+    bits differ."""
+    everyone = [torch.empty_like(result) for _ in range(world)]
+    dist.all_gather(everyone, result, group=group)
+    problems = []
+    for r in range(world):
+        if not torch.equal(everyone[r].view(torch.int32), result.view(torch.int32)):
+            diff = (everyone[r] - result).abs().max().item()
+            problems.append(f"rank {r}'s parameters differ from rank {rank}'s (max {diff:g})")
+    return problems

@@ -11,7 +11,7 @@ same initial weights, with DDP on a gloo group of the same ranks. Checks:
 import datetime
 import sys
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import init_env, rank_differences, run_worlds, say
 
 STEPS = 20
 
@@ -53,13 +53,7 @@ def worker(rank, world, port):
     with_gloo = train(torch, mlp(), gloo, rank, DDP)
 
     # Every rank's coil result, moved over gloo, must be the same bits.
-    everyone = [torch.empty_like(with_coil) for _ in range(world)]
-    dist.all_gather(everyone, with_coil, group=gloo)
-    problems = []
-    for r in range(world):
-        if not torch.equal(everyone[r].view(torch.int32), with_coil.view(torch.int32)):
-            diff = (everyone[r] - with_coil).abs().max().item()
-            problems.append(f"rank {r}'s parameters differ from rank {rank}'s (max {diff:g})")
+    problems = rank_differences(torch, dist, with_coil, gloo, rank, world)
     rel = ((with_coil - with_gloo).norm() / with_gloo.norm()).item()
     worst = ((with_coil - with_gloo).abs() / with_gloo.abs().clamp_min(1e-3)).max().item()
     moved = ((with_coil - start).norm() / start.norm()).item()
@@ -75,14 +69,7 @@ def worker(rank, world, port):
 
 
 def main():
-    require_coil_torch()
-    reports, passed = [], 0
-    for world in (2, 3):
-        got = run_ranks(worker, world, timeout=180)
-        say(f"DDP world {world}: {'ok' if not got else 'FAILED'}")
-        passed += 0 if got else 1
-        reports += got
-    finish("test_ddp", reports, passed)
+    run_worlds("test_ddp", worker, (2, 3), timeout=180)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ to run without an accelerator whatever the backend.) Checks:
 import datetime
 import sys
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import init_env, rank_differences, run_worlds, say
 
 STEPS = 10
 BATCH = 6  # per rank
@@ -92,13 +92,8 @@ def worker(rank, world, port):
     with_gloo = train_sharded(torch, fully_shard, DeviceMesh.from_group(gloo, "cpu"), rank, world)
     alone = train_alone(torch, world)
 
-    everyone = [torch.empty_like(with_coil) for _ in range(world)]
-    dist.all_gather(everyone, with_coil, group=gloo)
-    problems = []
-    for r in range(world):
-        if not torch.equal(everyone[r].view(torch.int32), with_coil.view(torch.int32)):
-            diff = (everyone[r] - with_coil).abs().max().item()
-            problems.append(f"rank {r}'s parameters differ from rank {rank}'s (max {diff:g})")
+    # Every rank's coil result, moved over gloo, must be the same bits.
+    problems = rank_differences(torch, dist, with_coil, gloo, rank, world)
 
     def rel(a, b):
         return ((a - b).norm() / b.norm()).item()
@@ -119,14 +114,7 @@ def worker(rank, world, port):
 
 
 def main():
-    require_coil_torch()
-    reports, passed = [], 0
-    for world in (2, 3):
-        got = run_ranks(worker, world, timeout=180)
-        say(f"FSDP world {world}: {'ok' if not got else 'FAILED'}")
-        passed += 0 if got else 1
-        reports += got
-    finish("test_fsdp", reports, passed)
+    run_worlds("test_fsdp", worker, (2, 3), timeout=180)
 
 
 if __name__ == "__main__":
