@@ -4,37 +4,6 @@
 
 namespace coil::tune {
 
-size_t SpinAdvisor::classOf(size_t bytes) {
-  // floor(log2(bytes)), capped to the table.
-  const size_t c = bytes <= 1 ? 0 : 63 - static_cast<size_t>(__builtin_clzll(bytes));
-  return std::min(c, std::tuple_size<decltype(classes_)>::value - 1);
-}
-
-bool SpinAdvisor::enabled(int arm) const {
-  switch (arm) {
-    case kPause: return pauseUs_ > 0;
-    case kYield: return yieldUs_ > 0;
-    default: return true;
-  }
-}
-
-WaitPlan SpinAdvisor::planOf(int arm) const {
-  switch (arm) {
-    case kPause: return {pauseUs_, false};
-    case kYield: return {yieldUs_, true};
-    default: return {0, false};
-  }
-}
-
-// The way a machine with a core per rank answers fastest, and where every
-// size class starts: pause when polling with pause is allowed (ranks <=
-// cores), else yield, else sleep.
-int SpinAdvisor::preferred() const {
-  for (int a : {kPause, kYield})
-    if (enabled(a)) return a;
-  return kSleep;
-}
-
 // The cheapest way wins, but in the order of preference pause, yield,
 // sleep, a later one only when clearly (kSwitchBelow) cheaper: measured ties
 // are common when the peer answers at once, and then pause costs nothing
@@ -92,9 +61,13 @@ WaitPlan SpinAdvisor::planFor(size_t bytes) {
   // Explore now when the preferred way turned out slow (a busy machine: the
   // peer is off its core and pausing ends in a sleep) and another way has
   // not been tried; otherwise every c.interval calls.
-  bool untried = false;
-  for (int a = 0; a < kArms; ++a) untried = untried || (a != c.best && enabled(a) && c.samples[a] == 0);
-  const bool slow = untried && c.samples[c.best] >= kFirstSamples && c.averageUs[c.best] > kSlowUs;
+  auto untried = [&] {
+    for (int a = 0; a < kArms; ++a)
+      if (a != c.best && enabled(a) && c.samples[a] == 0) return true;
+    return false;
+  };
+  // (The way in use answering slowly is rare: asked first, it spares the loop.)
+  const bool slow = c.samples[c.best] >= kFirstSamples && c.averageUs[c.best] > kSlowUs && untried();
   if (slow || (c.calls & (c.interval - 1)) == 0) {
     // Explore: the other ways in turn. Not sleeping while polling answers
     // within kSlowUs: a sleep then only adds a wake-up (10-100 µs, for both
