@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "api/handle.h"
+#include "comm/host_identity.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "net/fd_passing.h"
@@ -157,18 +158,12 @@ std::string shareByDescriptors(coilComm* comm, const Settings& settings, PeerWin
   return {};
 }
 
-// Who made an allocation: a process of this host (the pid alone could
-// repeat across PID namespaces; the random half is a fork's parent's too,
-// but the fork's pid differs).
-uint64_t processIdentity() {
-  static const uint64_t nonce = std::random_device{}() * uint64_t{0x100000001};
-  return nonce ^ static_cast<uint64_t>(::getpid());
-}
-
-// One rank's window as the legacy way describes it to the others.
+// One rank's window as the legacy way describes it to the others. Its
+// process is named as the init record names it (host hash and pid).
 struct IpcRecord {
-  uint64_t process;  // processIdentity()
-  uint64_t address;  // in that process: a peer that is a thread of it uses it as is
+  uint64_t hostHash;  // localHostHash()
+  int64_t pid;
+  uint64_t address;   // in that process: a peer that is a thread of it uses it as is
   uint64_t bytes;
   int64_t device;
   device::IpcHandle handle;
@@ -181,7 +176,7 @@ struct IpcRecord {
 std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWindows* pw) {
   Communicator& c = *comm->impl;
   const int rank = c.rank();
-  IpcRecord mine{processIdentity(), 0, 0, comm->device, {}};
+  IpcRecord mine{localHostHash(), ::getpid(), 0, 0, comm->device, {}};
   std::string why;
   try {
     device::setDevice(comm->device);
@@ -200,7 +195,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
   for (int peer = 0; peer < c.nranks() && why.empty(); ++peer) {
     if (peer == rank) continue;
     const IpcRecord& r = all[static_cast<size_t>(peer)];
-    if (r.process == mine.process) {
+    if (r.hostHash == mine.hostHash && r.pid == mine.pid) {
       // CUDA cannot open a handle in the process that made it.
       if (r.device != mine.device)
         why = "rank " + std::to_string(peer) + " is a thread of this process on GPU " +

@@ -13,8 +13,10 @@
 //   2. legacy CUDA IPC: the window comes from cudaMalloc, and its 64-byte
 //      handle is all-gathered over the communicator itself; each process
 //      opens the others' (a thread of the same process uses the address).
-//      For drivers without POSIX handles, and for ranks whose Unix sockets
-//      cannot reach each other (separate network namespaces).
+//      For drivers without cuMem's POSIX handles, and wherever exporting,
+//      passing or importing a descriptor fails. (Ranks in different network
+//      namespaces count as different hosts, host_identity.h, and have no
+//      peer windows at all.)
 // After each step the ranks agree: if any rank could not take part, none
 // uses that way. When neither works (no GPU memory sharing, mapping refused
 // between two GPUs without peer access, COIL_PEER_WINDOW_BYTES=0), device

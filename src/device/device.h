@@ -88,9 +88,9 @@ void waitWord(Stream stream, const volatile uint32_t* word, uint32_t ticket);
 ///     descriptor, which a peer receives over a Unix socket
 ///     (net/fd_passing.h) and maps into its own address space;
 ///   - legacy IPC (cudaIpc*): an ordinary allocation whose 64-byte handle a
-///     peer opens. Needs no descriptor passing, so it reaches peers the
-///     socket cannot (another network namespace), and drivers without
-///     cuMem's POSIX handles; a process cannot open its own handles.
+///     peer opens. Needs neither cuMem's POSIX handles (which some drivers
+///     and virtualized GPUs lack) nor descriptor passing; a process cannot
+///     open its own handles.
 /// The same struct describes this rank's allocation and a peer's mapping.
 struct SharedMemory {
   enum class Kind : uint8_t {

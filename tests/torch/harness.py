@@ -145,3 +145,14 @@ def rank_differences(torch, dist, result, group, rank, world):
             diff = (everyone[r] - result).abs().max().item()
             problems.append(f"rank {r}'s parameters differ from rank {rank}'s (max {diff:g})")
     return problems
+
+
+def end_training_check(dist, problems, moved):
+    """The end of a training test's rank: a run that barely moved the
+    weights (relative change `moved`) proves nothing; the process group is
+    destroyed; any problem fails the rank."""
+    if moved < 1e-3:
+        problems.append(f"training barely changed the weights ({moved:.2e}): vacuous test")
+    dist.destroy_process_group()
+    if problems:
+        raise AssertionError("; ".join(problems))
