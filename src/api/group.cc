@@ -115,7 +115,16 @@ GroupState takeGroup() {
 
 }  // namespace
 
-bool inGroup() { return tGroup.depth > 0; }
+// coilGroupStart calls not yet ended, over all threads. Zero, the usual
+// case, answers inGroup() without this thread's group, a thread-local
+// lookup (__tls_get_addr in a shared library) on every call. Each thread
+// takes off only what it added, and sees its own additions: when its depth
+// is above zero, so is the count it reads.
+std::atomic<int64_t> gOpenGroupStarts{0};
+
+bool inGroup() {
+  return gOpenGroupStarts.load(std::memory_order_relaxed) != 0 && tGroup.depth > 0;
+}
 
 void enqueueCollective(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
                        bool device, coilStream_t stream) {
@@ -138,6 +147,7 @@ void enqueueDeferred(DeferredCall call) { tGroup.deferred.push_back(std::move(ca
 using namespace coil;
 
 extern "C" coilResult_t coilGroupStart(void) {
+  api::gOpenGroupStarts.fetch_add(1, std::memory_order_relaxed);
   ++api::tGroup.depth;
   return coilSuccess;
 }
@@ -148,6 +158,7 @@ extern "C" coilResult_t coilGroupEnd(void) {
     return api::guarded("coilGroupEnd", nullptr, [] {
       fail(coilInvalidUsage, "coilGroupEnd without a matching coilGroupStart");
     });
+  api::gOpenGroupStarts.fetch_sub(1, std::memory_order_relaxed);
   if (--g.depth > 0) return coilSuccess;
   api::GroupState group = api::takeGroup();
   const coilResult_t initResult = api::runDeferred(group.deferred, "coilGroupEnd");
@@ -177,6 +188,7 @@ extern "C" coilResult_t coilGroupSimulateEnd(coilSimInfo_t* simInfo) {
   return api::guarded("coilGroupSimulateEnd", nullptr, [&] {
     if (g.depth == 0) fail(coilInvalidUsage, "coilGroupSimulateEnd without a matching coilGroupStart");
     api::checkSimInfo(simInfo);
+    api::gOpenGroupStarts.fetch_sub(1, std::memory_order_relaxed);
     if (--g.depth > 0) return;  // as coilGroupEnd: only the outermost end acts
     api::GroupState group = api::takeGroup();
     // Inits and splits are not operations: they run as at coilGroupEnd, so

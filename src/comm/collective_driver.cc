@@ -56,10 +56,13 @@ void Communicator::collective(const CollectiveCall& call) {
   checkUsable();
   const uint32_t seq = ++seq_;  // every rank counts every call, even empty ones
   if (call.count == 0) return;
-  FlightRecorder::Scope record(flight_, call.kind, seq, call.count, call.type, call.op, call.root);
+  // The deadline's coarse clock read is also the recorder's start time.
+  const Deadline deadline = deadline_.forCall(options_.timeoutMs);
+  FlightRecorder::Scope record(flight_, call.kind, seq, call.count, call.type, call.op, call.root,
+                               deadline_.calledAtMs());
   try {
     LinkClaim claim(*this);
-    runScheduled(call, seq);
+    runScheduled(call, seq, deadline);
   } catch (const Error& e) {
     if (!revokedOrAborted()) {
       record.fail();
@@ -78,7 +81,7 @@ void Communicator::collective(const CollectiveCall& call) {
   record.complete();
 }
 
-void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
+void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const Deadline& deadline) {
   algo::Call call = callOf(asked);
   call.sliceElems = sliceBytes_ / call.elementBytes;
 
@@ -138,7 +141,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq) {
 
   // The FIFO waits of one collective poll (yielding) for up to COIL_SPIN_US
   // before sleeping: after the first slice the peers are inside the same call.
-  call.watch = {deadline_.forCall(options_.timeoutMs), abortFlag_, maxSpinUs_};
+  call.watch = {deadline, abortFlag_, maxSpinUs_};
   // Rooted collectives first check that every rank is in the same call
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
   const uint64_t agreement =

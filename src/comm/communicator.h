@@ -192,7 +192,7 @@ class Communicator {
   // This process called coilCommRevoke or coilCommAbort on the communicator.
   bool revokedOrAborted() const { return abortFlag_ && abortFlag_->load(std::memory_order_relaxed); }
   const transport::Traits& slowestTraits() const;
-  void runScheduled(const CollectiveCall& call, uint32_t seq);
+  void runScheduled(const CollectiveCall& call, uint32_t seq, const Deadline& deadline);
   // The fingerprint of a rooted call's agreement step, and the step itself
   // (call_agreement.cc): every rank fails if any rank is in another call.
   uint64_t agreementTag(algo::CollKind kind, uint32_t seq) const;
@@ -242,7 +242,7 @@ class Communicator {
   tune::Model model_;
   int maxSpinUs_ = 0;        // COIL_SPIN_US: longest pause-poll before a wait sleeps
   tune::SpinAdvisor spin_;   // how to wait, learned per message size
-  ReusedDeadline deadline_;  // of collective calls
+  ReusedDeadline deadline_;  // of collective and point-to-point calls
   std::map<int, PreMulSum> preMulOps_;
   std::vector<uint8_t> reduceScratch_;  // tree reduce: accumulation on non-root ranks
   int nextOp_ = coilNumOps;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/deadline.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
@@ -53,14 +54,20 @@ const ClockPair& anchor() {
   return a;
 }
 
-// Turns ticks into nanoseconds and wall-clock time, as of one dump.
+// Turns an entry's clock (ticks, or coarse ms) into nanoseconds and
+// wall-clock time, as of one dump.
 struct TimeBase {
   double nsPerTick = 1.0;
   uint64_t nowTicks = 0;
+  int64_t nowCoarseMs = 0;
   int64_t nowWallNs = 0;
 
-  static TimeBase now() {
+  // `ticks`: calibrate the TSC too (it waits until 2 ms after the anchor).
+  static TimeBase now(bool ticks) {
     TimeBase b;
+    b.nowCoarseMs = coarseMonotonicMs();
+    b.nowWallNs = wallNs();
+    if (!ticks) return b;
 #if defined(__x86_64__)
     const ClockPair& a = anchor();
     // Over 2 ms or more, two reads a few ns apart give the rate to 1e-5.
@@ -74,14 +81,28 @@ struct TimeBase {
     b.nowWallNs = wallNs();
     return b;
   }
-  double ns(uint64_t from, uint64_t to) const {
+  // From `from` to `to` (0: now) on the entry's clock.
+  double ns(const FlightRecorder::Entry& e, uint64_t from, uint64_t to) const {
+    if (!e.timed) {
+      const int64_t end = to ? static_cast<int64_t>(to) : nowCoarseMs;
+      return end > static_cast<int64_t>(from) ? double(end - static_cast<int64_t>(from)) * 1e6 : 0.0;
+    }
+    if (to == 0) to = nowTicks;
     return to > from ? double(to - from) * nsPerTick : 0.0;
   }
-  int64_t wallOf(uint64_t t) const {
-    const double ago = double(static_cast<int64_t>(nowTicks - t)) * nsPerTick;
+  int64_t wallOf(const FlightRecorder::Entry& e) const {
+    if (!e.timed) return nowWallNs - (nowCoarseMs - static_cast<int64_t>(e.start)) * 1'000'000;
+    const double ago = double(static_cast<int64_t>(nowTicks - e.start)) * nsPerTick;
     return nowWallNs - static_cast<int64_t>(ago);
   }
 };
+
+// A duration measured with the coarse clock: whole milliseconds.
+std::string coarseDuration(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f ms", ns / 1e6);
+  return buf;
+}
 
 std::string duration(double ns) {
   char buf[32];
@@ -91,8 +112,8 @@ std::string duration(double ns) {
   return buf;
 }
 
-// "10:11:12.345678" (UTC), or with the date.
-std::string clockTime(int64_t wall, bool withDate) {
+// "10:11:12.345678" (UTC), or with the date; "10:11:12.345" with `millis`.
+std::string clockTime(int64_t wall, bool withDate, bool millis = false) {
   const time_t secs = static_cast<time_t>(wall / 1'000'000'000);
   tm t{};
   gmtime_r(&secs, &t);
@@ -101,6 +122,8 @@ std::string clockTime(int64_t wall, bool withDate) {
   if (withDate)
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06ld UTC", t.tm_year + 1900,
                   t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, us);
+  else if (millis)
+    std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03ld", t.tm_hour, t.tm_min, t.tm_sec, us / 1000);
   else
     std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%06ld", t.tm_hour, t.tm_min, t.tm_sec, us);
   return buf;
@@ -116,20 +139,27 @@ size_t configuredEntries() {
   return static_cast<size_t>(env::getInt("COIL_FLIGHT_RECORDER_ENTRIES", 0, 1 << 20).value_or(64));
 }
 
+bool configuredTiming() {
+  return env::getInt("COIL_FLIGHT_RECORDER_TIMING", 0, 1).value_or(0) == 1;
+}
+
 }  // namespace
 
 FlightRecorder::FlightRecorder()
-    : FlightRecorder(configuredEntries(), env::get("COIL_DEBUG_DUMP_ON_ERROR").value_or("")) {}
+    : FlightRecorder(configuredEntries(), env::get("COIL_DEBUG_DUMP_ON_ERROR").value_or(""),
+                     configuredTiming()) {}
 
-FlightRecorder::FlightRecorder(size_t entries, std::string dumpPath)
-    : entries_(entries), dumpPath_(std::move(dumpPath)) {
+FlightRecorder::FlightRecorder(size_t entries, std::string dumpPath, bool timing)
+    : entries_(entries), timing_(timing), dumpPath_(std::move(dumpPath)) {
   if (entries_ == 0) return;
   size_t slots = 1;
   while (slots < entries_) slots <<= 1;
   mask_ = slots - 1;
   slots_ = std::make_unique<Slot[]>(slots);
-  anchor();
+  if (timing_) anchor();
 }
+
+int64_t FlightRecorder::coarseNowMs() { return coarseMonotonicMs(); }
 
 bool FlightRecorder::read(uint64_t id, Entry* out) const {
   const Slot& s = slot(id);
@@ -163,7 +193,9 @@ std::vector<FlightRecorder::Entry> FlightRecorder::snapshot() const {
 }
 
 std::vector<std::string> FlightRecorder::describe(const std::vector<Entry>& entries) const {
-  const TimeBase base = TimeBase::now();
+  bool anyTimed = false;
+  for (const Entry& e : entries) anyTimed = anyTimed || e.timed;
+  const TimeBase base = TimeBase::now(anyTimed);
   std::vector<std::string> lines;
   lines.reserve(entries.size());
   for (const Entry& e : entries) {
@@ -183,12 +215,18 @@ std::vector<std::string> FlightRecorder::describe(const std::vector<Entry>& entr
       if (e.peer >= 0) os << " root " << e.peer;
     }
     if (e.algorithm) os << " " << e.algorithm;
+    const auto span = [&](uint64_t to) {
+      const double ns = base.ns(e, e.start, to);
+      return e.timed ? duration(ns) : coarseDuration(ns);
+    };
     switch (e.state) {
-      case State::kCompleted: os << " completed in " << duration(base.ns(e.startTicks, e.endTicks)); break;
-      case State::kFailed: os << " failed after " << duration(base.ns(e.startTicks, e.endTicks)); break;
-      default: os << " in progress for " << duration(base.ns(e.startTicks, base.nowTicks)); break;
+      case State::kCompleted:
+        os << (e.timed ? " completed in " + span(e.end) : std::string(" completed"));
+        break;
+      case State::kFailed: os << " failed after " << span(e.end); break;
+      default: os << " in progress for " << span(0); break;
     }
-    os << ", started " << clockTime(base.wallOf(e.startTicks), false);
+    os << ", started " << clockTime(base.wallOf(e), false, !e.timed);
     lines.push_back(os.str());
   }
   return lines;

@@ -92,13 +92,14 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   checkUsable();
   std::vector<Task> tasks;
   std::deque<Task*> selfSends, selfRecvs;
+  const Deadline deadline = deadline_.forCall(options_.timeoutMs);
   FlightRecorder::Batch record(flight_);
   for (const P2pCall& c : calls) {
     Task t;
     t.call = c;
     t.bytes = c.count * reduce::typeSize(c.type);
     uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
-    record.add(c.isSend, seq, c.count, c.type, c.peer);
+    record.add(c.isSend, seq, c.count, c.type, c.peer, deadline_.calledAtMs());
     t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
                 .encode();
     t.conn = peers_[c.peer];
@@ -132,7 +133,6 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   }
 
   const size_t slice = sliceBytes_;
-  const Deadline deadline = Deadline::after(options_.timeoutMs);
   auto describe = [&](const Task& t) {
     std::ostringstream os;
     os << (t.call.isSend ? "send to rank " : "recv from rank ") << t.call.peer << " ("

@@ -17,18 +17,15 @@ Deadline Deadline::after(int64_t ms) {
   return d;
 }
 
-namespace {
-
-int64_t coarseMs() {
+int64_t coarseMonotonicMs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-}  // namespace
-
 Deadline ReusedDeadline::forCall(int64_t timeoutMs) {
-  const int64_t now = coarseMs();
+  const int64_t now = coarseMonotonicMs();
+  calledAtMs_ = now;
   if (timeoutMs != timeoutMs_ || now - setAtMs_ >= kReuseMs) {
     timeoutMs_ = timeoutMs;
     setAtMs_ = now;

@@ -35,6 +35,10 @@ class Deadline {
   int64_t totalMs_ = 0;
 };
 
+/// CLOCK_MONOTONIC_COARSE in milliseconds: ~5 ns, and as fine as the
+/// kernel tick (1-4 ms).
+int64_t coarseMonotonicMs();
+
 /// The deadlines of one communicator's calls, `timeoutMs` from each call's
 /// start. steady_clock costs ~25 ns on the reference VM, a tenth of a small
 /// all-reduce, so a deadline is reused while the coarse clock (~5 ns, 4 ms
@@ -45,9 +49,13 @@ class Deadline {
 class ReusedDeadline {
  public:
   Deadline forCall(int64_t timeoutMs);
+  /// coarseMonotonicMs() as the latest forCall read it: when that call
+  /// started (the flight recorder's start time, without a clock read of its own).
+  int64_t calledAtMs() const { return calledAtMs_; }
 
  private:
   static constexpr int64_t kReuseMs = 8;
+  int64_t calledAtMs_ = 0;
   int64_t timeoutMs_ = -1;
   int64_t setAtMs_ = 0;
   Deadline deadline_ = Deadline::never();

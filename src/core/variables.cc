@@ -56,6 +56,8 @@ constexpr Variable kVariables[] = {
     path(kLibrary, "COIL_DEBUG_FILE", "log file instead of stderr (%h host, %p pid)"),
     integer(kLibrary, "COIL_FLIGHT_RECORDER_ENTRIES", 0, 1 << 20,
             "operations each communicator remembers for its error dump; 0: off"),
+    boolean(kLibrary, "COIL_FLIGHT_RECORDER_TIMING",
+            "time each recorded operation to the microsecond (two TSC reads per call)"),
     path(kLibrary, "COIL_DEBUG_DUMP_ON_ERROR", "also append the dump to this file (%r %p %h)"),
     // Choices of transport and algorithm.
     oneOf(kLibrary, "COIL_TRANSPORT", "shm ib tcp", false, "force one transport for every peer"),

@@ -301,6 +301,47 @@ TEST(InitAll, AsksForEveryHardwareQueueUnlessTheApplicationChose) {
   }
 }
 
+// A group belongs to the thread that opened it (as in NCCL): while one
+// thread's group is open, nested, or ended by coilGroupSimulateEnd, another
+// thread's calls still run at once, and the first thread's wait for its
+// coilGroupEnd. (inGroup() answers from a process-wide count of open groups
+// before it asks the thread's own.)
+TEST(GroupsPerThread, AnotherThreadsOpenGroupLeavesThisThreadsCallsImmediate) {
+  coilComm_t comms[2] = {};
+  ASSERT_EQ(coilCommInitAll(comms, 1, nullptr), coilSuccess) << coilGetLastError(nullptr);
+  ASSERT_EQ(coilCommInitAll(comms + 1, 1, nullptr), coilSuccess) << coilGetLastError(nullptr);
+  auto immediate = [&](coilComm_t comm, int64_t value) {
+    int64_t out = -1;
+    EXPECT_EQ(coilAllReduce(&value, &out, 1, coilInt64, coilSum, comm, nullptr), coilSuccess);
+    EXPECT_EQ(out, value) << "the call did not run before it returned";
+  };
+  int64_t in = 7, out = -1;
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);  // nested
+  ASSERT_EQ(coilAllReduce(&in, &out, 1, coilInt64, coilSum, comms[0], nullptr), coilSuccess);
+  EXPECT_EQ(out, -1) << "a call inside a group ran before coilGroupEnd";
+  std::thread other([&] { immediate(comms[1], 11); });
+  other.join();
+  ASSERT_EQ(coilGroupEnd(), coilSuccess);  // the inner end: still grouped
+  EXPECT_EQ(out, -1);
+  std::thread again([&] { immediate(comms[1], 12); });
+  again.join();
+  ASSERT_EQ(coilGroupEnd(), coilSuccess);
+  EXPECT_EQ(out, 7);
+  immediate(comms[0], 13);  // this thread's group is closed
+
+  // A group ended by coilGroupSimulateEnd is closed too, on both threads.
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  std::thread during([&] { immediate(comms[1], 14); });
+  during.join();
+  coilSimInfo_t info = COIL_SIM_INFO_INITIALIZER;
+  ASSERT_EQ(coilGroupSimulateEnd(&info), coilSuccess) << coilGetLastError(nullptr);
+  immediate(comms[0], 15);
+  std::thread after([&] { immediate(comms[1], 16); });
+  after.join();
+  for (coilComm_t c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
+}
+
 class NonBlockingInit : public ::testing::TestWithParam<int> {};
 
 TEST_P(NonBlockingInit, ReturnsInProgressUntilReady) {
