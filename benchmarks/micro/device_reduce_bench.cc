@@ -7,7 +7,8 @@
 // Each row: a warm-up, then `iters` runs timed one by one with CUDA events;
 // the median is reported. "GB/s moved" counts the bytes each run reads and
 // writes (10^9 bytes a GB): a copy moves 2 × the buffer size, a reduce 3 ×
-// (reads a and b, writes dst), a divide 2 ×. "vs copy" is a row's moved-bytes
+// (reads a and b, writes dst), a divide 2 ×, a chain of 4 terms 5 × in one
+// pass and 9 × as three pairwise kernels (compare their times). "vs copy" is a row's moved-bytes
 // rate over the copy's: the target is >= 0.90 for the reduce rows
 // on the 16-byte-aligned (vector) path.
 //
@@ -203,6 +204,18 @@ int main(int argc, char** argv) {
         }));
     row("reduce sum float32 in place", 3, timeIt(stream, iters, [&] {
           coil::device::reduceAsync(a, a, b, count32, coilFloat32, coilSum, stream);
+        }));
+    // Four terms, as the peer windows' reduceToSlot with 4 ranks: one pass
+    // (reads 4 buffers, writes 1) against three pairwise kernels (9). The
+    // terms repeat a and b; 256 MiB buffers do not stay in L2.
+    const void* four[4] = {a, b, a, b};
+    row("chain of 4 float32, one pass", 5, timeIt(stream, iters, [&] {
+          coil::device::reduceChainAsync(dst, four, 4, count32, coilFloat32, coilSum, stream);
+        }));
+    row("chain of 4 float32, 3 pairwise", 9, timeIt(stream, iters, [&] {
+          coil::device::reduceAsync(dst, a, b, count32, coilFloat32, coilSum, stream);
+          coil::device::reduceAsync(dst, dst, a, count32, coilFloat32, coilSum, stream);
+          coil::device::reduceAsync(dst, dst, b, count32, coilFloat32, coilSum, stream);
         }));
     row("divide float32 by 3", 2, timeIt(stream, iters, [&] {
           coil::device::divideAsync(dst, b, count32, coilFloat32, 3, stream);

@@ -44,18 +44,18 @@ class DeviceWindowExecutor {
 
   void reduceToSlot(int from, size_t at, int to, size_t n, size_t in) {
     uint8_t* dst = slotOf(rank_, to) + at * esize_;
-    std::vector<const uint8_t*> terms;
+    std::vector<const void*> terms;
     for (int q = 0; q < nranks_; ++q)
       terms.push_back(q == rank_ ? input() + in * esize_ : slotOf(q, from) + at * esize_);
     const DeviceAllReduceCall c = call_;
     const int nranks = nranks_;
     const size_t bytes = n * esize_;
     gpu([=](Stream s) {
-      // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does.
+      // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does:
+      // one pass over the n terms (device_reduce.h), not n - 1 pairwise
+      // kernels that write and re-read the partial sums.
       if (nranks == 1) device::copyAsync(dst, terms[0], bytes, s);
-      else device::reduceAsync(dst, terms[0], terms[1], n, c.type, c.op, s);
-      for (int q = 2; q < nranks; ++q)
-        device::reduceAsync(dst, dst, terms[q], n, c.type, c.op, s);
+      else device::reduceChainAsync(dst, terms.data(), nranks, n, c.type, c.op, s);
       if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
     });
   }

@@ -46,6 +46,9 @@ void freeShared(SharedMemory& memory) noexcept { memory = SharedMemory{}; }
 void reduceAsync(void*, const void*, const void*, size_t, coilDataType_t, coilRedOp_t, void*) {
   noCuda("reduceAsync");
 }
+void reduceChainAsync(void*, const void* const*, int, size_t, coilDataType_t, coilRedOp_t, void*) {
+  noCuda("reduceChainAsync");
+}
 void divideAsync(void*, const void*, size_t, coilDataType_t, int, void*) { noCuda("divideAsync"); }
 
 }  // namespace coil::device

@@ -341,6 +341,68 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// The sources of one chain launch (kernel parameters: no device array).
+struct ChainSources {
+  const unsigned char* p[kChainSourcesPerLaunch];
+  int n;  // 2 .. kChainSourcesPerLaunch
+};
+
+/// dst = ((p0 op p1) op p2) ... in one pass: the layout of elementwiseKernel
+/// (scalar head and tail, 16-byte vectors between, checked by the host for
+/// every pointer). Source indices are compile-time (unrolled, guarded by
+/// n), so the pointers stay in the parameter bank.
+template <class Fn>
+__global__ void __launch_bounds__(kThreads)
+    chainKernel(unsigned char* dst, ChainSources src, size_t head, size_t nvec, size_t count,
+                bool elemAligned, Fn fn) {
+  using Raw = typename Fn::Raw;
+  constexpr size_t kSize = sizeof(Raw);
+  constexpr size_t kCount = Pack<Raw>::kCount;
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
+
+  const size_t bodyEnd = head + nvec * kCount;
+  const size_t scalars = head + (count - bodyEnd);
+  for (size_t s = tid; s < scalars; s += nthreads) {
+    const size_t offset = (s < head ? s : bodyEnd + (s - head)) * kSize;
+    Raw acc = loadElement<Raw>(src.p[0] + offset, elemAligned);
+#pragma unroll
+    for (int q = 1; q < kChainSourcesPerLaunch; ++q)
+      if (q < src.n) acc = fn(acc, loadElement<Raw>(src.p[q] + offset, elemAligned));
+    storeElement<Raw>(dst + offset, acc, elemAligned);
+  }
+
+  if (nvec == 0) return;
+  uint4* vd = reinterpret_cast<uint4*>(dst + head * kSize);
+  for (size_t v = tid; v < nvec; v += nthreads * kUnroll) {
+    uint4 acc[kUnroll];
+    const uint4* v0 = reinterpret_cast<const uint4*>(src.p[0] + head * kSize);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = v + u * nthreads;
+      acc[u] = j < nvec ? v0[j] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int q = 1; q < kChainSourcesPerLaunch; ++q) {
+      if (q >= src.n) break;
+      const uint4* vq = reinterpret_cast<const uint4*>(src.p[q] + head * kSize);
+      uint4 x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const size_t j = v + u * nthreads;
+        x[u] = j < nvec ? vq[j] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) acc[u] = applyVector(fn, acc[u], x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t j = v + u * nthreads;
+      if (j < nvec) vd[j] = acc[u];
+    }
+  }
+}
+
 /// Test hook kernels: widen / narrow with a codec.
 template <coilDataType_t kType, HalfCodec kCodec>
 __global__ void __launch_bounds__(kThreads) widenKernel(uint32_t* dst, const uint16_t* src, size_t count) {
@@ -480,6 +542,79 @@ void launch(const char* what, const Fn& fn, void* dst, const void* a, const void
                                      elemAligned, fn));
 }
 
+/// One chain launch: dst = src.p[0] op ... op src.p[src.n - 1].
+template <class Fn>
+void launchChain(const char* what, const Fn& fn, void* dst, const ChainSources& src, size_t count,
+                 void* stream) {
+  using Raw = typename Fn::Raw;
+  constexpr size_t kSize = sizeof(Raw);
+  constexpr size_t kCount = Pack<Raw>::kCount;
+  const auto pd = reinterpret_cast<uintptr_t>(dst);
+  const size_t misalign = reinterpret_cast<uintptr_t>(src.p[0]) % 16;
+  bool elemAligned = pd % kSize == 0, sameMisalign = pd % 16 == misalign;
+  for (int q = 0; q < src.n; ++q) {
+    const auto pq = reinterpret_cast<uintptr_t>(src.p[q]);
+    elemAligned = elemAligned && pq % kSize == 0;
+    sameMisalign = sameMisalign && pq % 16 == misalign;
+  }
+  size_t head = count, nvec = 0;
+  if (elemAligned && sameMisalign) {
+    head = ((16 - misalign) % 16) / kSize;
+    if (head > count) head = count;
+    nvec = (count - head) / kCount;
+  }
+  const size_t scalars = count - nvec * kCount;
+  const size_t vectorThreads = (nvec + kUnroll - 1) / kUnroll;
+  const size_t threadsWanted = vectorThreads > scalars ? vectorThreads : scalars;
+  size_t blocks = (threadsWanted + kThreads - 1) / kThreads;
+  const size_t limit = gridLimit<&chainKernel<Fn>>(what);
+  if (blocks > limit) blocks = limit;
+  if (blocks < 1) blocks = 1;
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kThreads);
+  config.stream = static_cast<cudaStream_t>(stream);
+  checkCuda(what, cudaLaunchKernelEx(&config, &chainKernel<Fn>, static_cast<unsigned char*>(dst), src,
+                                     head, nvec, count, elemAligned, fn));
+}
+
+/// The whole chain: the first launch reads up to kChainSourcesPerLaunch
+/// sources, each later one continues from dst (dst op the next ones).
+template <class Fn>
+void chain(const char* what, const Fn& fn, void* dst, const void* const* src, int n, size_t count,
+           void* stream) {
+  if (count == 0) return;
+  ChainSources batch{};
+  int next = 0;
+  while (next < n) {
+    batch.n = 0;
+    if (next > 0) batch.p[batch.n++] = static_cast<const unsigned char*>(dst);
+    while (batch.n < kChainSourcesPerLaunch && next < n)
+      batch.p[batch.n++] = static_cast<const unsigned char*>(src[next++]);
+    launchChain(what, fn, dst, batch, count, stream);
+  }
+}
+
+template <coilDataType_t kType, HalfCodec kCodec>
+void reduceChainTyped(void* dst, const void* const* src, int n, size_t count, coilRedOp_t op,
+                      void* stream) {
+  constexpr const char* kWhat = "reduceChainAsync";
+  switch (op) {
+    case coilSum:
+    case coilAvg:
+      return chain(kWhat, ReduceOp<kType, Op::kSum, kCodec>{}, dst, src, n, count, stream);
+    case coilProd:
+      return chain(kWhat, ReduceOp<kType, Op::kProd, kCodec>{}, dst, src, n, count, stream);
+    case coilMax:
+      return chain(kWhat, ReduceOp<kType, Op::kMax, kCodec>{}, dst, src, n, count, stream);
+    case coilMin:
+      return chain(kWhat, ReduceOp<kType, Op::kMin, kCodec>{}, dst, src, n, count, stream);
+    default:
+      checkOp(op, kWhat);  // throws
+  }
+}
+
 template <coilDataType_t kType, HalfCodec kCodec>
 void reduceTyped(void* dst, const void* a, const void* b, size_t count, coilRedOp_t op, void* stream) {
   constexpr const char* kWhat = "reduceAsync";
@@ -570,6 +705,11 @@ void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilData
   testing::reduceAsyncWith(kDefaultHalfCodec, dst, a, b, count, type, op, stream);
 }
 
+void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
+                      coilRedOp_t op, void* stream) {
+  testing::reduceChainAsyncWith(kDefaultHalfCodec, dst, src, n, count, type, op, stream);
+}
+
 void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
                  void* stream) {
   testing::divideAsyncWith(kDefaultHalfCodec, dst, src, count, type, divisor, stream);
@@ -586,6 +726,18 @@ void reduceAsyncWith(HalfCodec codec, void* dst, const void* a, const void* b, s
   checkCodec(codec, "reduceAsync");
   dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
     reduceTyped<kType, kCodec>(dst, a, b, count, op, stream);
+  });
+}
+
+void reduceChainAsyncWith(HalfCodec codec, void* dst, const void* const* src, int n, size_t count,
+                          coilDataType_t type, coilRedOp_t op, void* stream) {
+  constexpr const char* kWhat = "reduceChainAsync";
+  checkType(type, kWhat);
+  checkOp(op, kWhat);
+  checkCodec(codec, kWhat);
+  checkChainArguments(dst, src, n, kWhat);
+  dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
+    reduceChainTyped<kType, kCodec>(dst, src, n, count, op, stream);
   });
 }
 

@@ -24,12 +24,38 @@
 #include <cstdint>
 
 #include "coil.h"
+#include "core/error.h"
 
 namespace coil::device {
 
 /// Enqueues dst[i] = a[i] op b[i] for i < count on `stream`.
 void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilDataType_t type,
                  coilRedOp_t op, void* stream);
+
+/// The most sources one chain launch reads; reduceChainAsync runs longer
+/// chains as several launches, each continuing from dst.
+inline constexpr int kChainSourcesPerLaunch = 8;
+
+/// Enqueues dst[i] = (...((src[0][i] op src[1][i]) op src[2][i]) ...) op
+/// src[n-1][i] for i < count: the chain of reduceAsync calls in rank order,
+/// bit for bit (every step rounds as reduceAsync does), in one pass over
+/// the sources (each read once, dst written once) instead of n - 1 passes.
+/// n >= 2. dst may be src[0] exactly; it must not overlap another source
+/// (coilInvalidArgument when it is one of them).
+void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
+                      coilRedOp_t op, void* stream);
+
+/// What reduceChainAsync checks before it enqueues anything (also the fake
+/// device's, tests/device): n >= 2, no null source, dst not a later source.
+inline void checkChainArguments(const void* dst, const void* const* src, int n, const char* what) {
+  if (n < 2) fail(coilInvalidArgument, what, ": a chain needs at least 2 sources, got ", n);
+  if (src == nullptr) fail(coilInvalidArgument, what, ": the source list is NULL");
+  for (int q = 0; q < n; ++q) {
+    if (src[q] == nullptr) fail(coilInvalidArgument, what, ": source ", q, " is NULL");
+    if (q > 0 && src[q] == dst)
+      fail(coilInvalidArgument, what, ": dst is source ", q, "; only source 0 may be dst");
+  }
+}
 
 /// Enqueues dst[i] = src[i] / divisor for i < count on `stream`, bit-identical
 /// to coil::reduce::divider(type): integers in 64 bits of their signedness
@@ -57,6 +83,9 @@ HalfCodec defaultHalfCodec();
 /// reduceAsync with an explicit fp16 codec (other types are unaffected).
 void reduceAsyncWith(HalfCodec codec, void* dst, const void* a, const void* b, size_t count,
                      coilDataType_t type, coilRedOp_t op, void* stream);
+/// reduceChainAsync with an explicit fp16 codec.
+void reduceChainAsyncWith(HalfCodec codec, void* dst, const void* const* src, int n, size_t count,
+                          coilDataType_t type, coilRedOp_t op, void* stream);
 /// divideAsync with an explicit fp16 codec.
 void divideAsyncWith(HalfCodec codec, void* dst, const void* src, size_t count,
                      coilDataType_t type, int divisor, void* stream);

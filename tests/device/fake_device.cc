@@ -380,6 +380,18 @@ void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilData
   streamOf(stream).push([=] { fn(dst, a, b, count); });
 }
 
+// The chain as its definition says: reduceAsync's pairs in order.
+void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
+                      coilRedOp_t op, void* stream) {
+  checkChainArguments(dst, src, n, "reduceChainAsync");
+  const reduce::ReduceFn fn = reduce::kernel(type, op);
+  std::vector<const void*> sources(src, src + n);
+  streamOf(stream).push([=] {
+    fn(dst, sources[0], sources[1], count);
+    for (size_t q = 2; q < sources.size(); ++q) fn(dst, dst, sources[q], count);
+  });
+}
+
 void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
                  void* stream) {
   const reduce::DivideFn fn = reduce::divider(type);

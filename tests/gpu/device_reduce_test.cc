@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -330,6 +331,54 @@ std::string describe(const char* what, coilDataType_t type, const char* op, Half
   return compare(label, type, src, nullptr, expected, actual, guardsOk);
 }
 
+/// One chain case: reduceChainAsync over `inputs` (input q at byte offset
+/// offsets[q] past its buffer's boundary) against the CPU kernel applied
+/// pairwise in order. `inPlace`: dst is input 0's buffer.
+::testing::AssertionResult checkChain(coilDataType_t type, coilRedOp_t op, HalfCodec codec,
+                                      const std::vector<std::vector<unsigned char>>& inputs,
+                                      const std::vector<size_t>& offsets, size_t dstOffset,
+                                      bool inPlace, cudaStream_t stream = nullptr) {
+  const size_t size = coil::reduce::typeSize(type);
+  const size_t count = inputs[0].size() / size;
+  const int n = static_cast<int>(inputs.size());
+  std::ostringstream label;
+  label << "chain of " << n << " " << coil::reduce::typeName(type) << " "
+        << coil::reduce::opName(op) << " count=" << count << " offsets";
+  for (size_t o : offsets) label << " " << o;
+  label << (inPlace ? " in place" : " dst offset " + std::to_string(dstOffset));
+  if (type == coilFloat16) label << " (fp16 codec " << codecName(codec) << ")";
+
+  std::vector<unsigned char> expected(inputs[0].size());
+  const auto fn = coil::reduce::kernel(type, op);
+  fn(expected.data(), inputs[0].data(), inputs[1].data(), count);
+  for (int q = 2; q < n; ++q) fn(expected.data(), expected.data(), inputs[q].data(), count);
+
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+  std::vector<const void*> sources;
+  for (int q = 0; q < n; ++q) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(inputs[q].size(), offsets[q]));
+    buffers.back()->upload(inputs[q]);
+    sources.push_back(buffers.back()->data());
+  }
+  std::vector<unsigned char> actual;
+  bool guardsOk = false;
+  try {
+    DeviceBuffer out(inputs[0].size(), dstOffset);
+    DeviceBuffer& dst = inPlace ? *buffers[0] : out;
+    dt::reduceChainAsyncWith(codec, dst.data(), sources.data(), n, count, type, op, stream);
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    actual = dst.download(&guardsOk);
+    for (int q = inPlace ? 1 : 0; q < n; ++q) {
+      bool ok = false;
+      if (buffers[q]->download(&ok) != inputs[q] || !ok)
+        return ::testing::AssertionFailure() << label.str() << ": source " << q << " changed";
+    }
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << label.str() << ": threw: " << e.what();
+  }
+  return compare(label.str(), type, inputs[0], &inputs[1], expected, actual, guardsOk);
+}
+
 // ---- per-type suites ----------------------------------------------------------------
 
 struct Param {
@@ -424,6 +473,40 @@ TEST_P(DeviceReduce, Divide) {
   const auto src = randomBytes(type(), 4099, 11);
   for (int divisor : {1000, 16777217, 2147483647})
     EXPECT_TRUE(checkDivide(type(), divisor, codec(), src, Offsets{}, false));
+}
+
+// The one-pass chain (the peer windows' reduceToSlot) is the pairwise chain
+// bit for bit: 2 to 17 sources (17: three launches of at most 8), every op,
+// counts 0 to 1000003, on the vector path (all pointers equally misaligned),
+// the scalar path (mixed offsets), the byte path (misaligned elements), and
+// in place into source 0.
+TEST_P(DeviceReduce, ChainEqualsPairwise) {
+  for (int n : {2, 3, 5, 9, 17}) {
+    for (size_t count : {size_t{0}, size_t{3}, size_t{4099}}) {
+      std::vector<std::vector<unsigned char>> in;
+      for (int q = 0; q < n; ++q) in.push_back(randomBytes(type(), count, 100 + q));
+      const std::vector<size_t> zero(n, 0), same(n, 8);
+      std::vector<size_t> mixed, bytes;
+      for (int q = 0; q < n; ++q) {
+        mixed.push_back((q * 4) % 16);
+        bytes.push_back((q * 3 + 1) % 16);
+      }
+      for (coilRedOp_t op : kAllOps) {
+        EXPECT_TRUE(checkChain(type(), op, codec(), in, zero, 0, false));
+        if (count < 4099) continue;  // the layouts need a head, vectors and a tail
+        EXPECT_TRUE(checkChain(type(), op, codec(), in, same, 8, false));
+        EXPECT_TRUE(checkChain(type(), op, codec(), in, mixed, 4, false));
+        EXPECT_TRUE(checkChain(type(), op, codec(), in, bytes, 5, false));
+        EXPECT_TRUE(checkChain(type(), op, codec(), in, zero, 0, true));
+      }
+    }
+  }
+  for (int n : {4, 9}) {
+    std::vector<std::vector<unsigned char>> in;
+    for (int q = 0; q < n; ++q) in.push_back(randomBytes(type(), kBigCount, 200 + q));
+    EXPECT_TRUE(checkChain(type(), coilSum, codec(), in, std::vector<size_t>(n, 0), 0, false));
+    EXPECT_TRUE(checkChain(type(), coilMax, codec(), in, std::vector<size_t>(n, 2), 2, true));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DeviceReduce, ::testing::ValuesIn(allParams()), paramName);
@@ -589,6 +672,17 @@ TEST(DeviceReduceErrors, InvalidArgumentsThrowBeforeLaunching) {
                          [&] { divideAsync(buf, buf, 4, coilFloat32, 0, nullptr); }));
   EXPECT_TRUE(throwsCode(coilInvalidArgument, "divide by -3 count 0",
                          [&] { divideAsync(buf, buf, 0, coilInt32, -3, nullptr); }));
+  const void* two[2] = {buf, buf};
+  const void* withNull[3] = {buf, nullptr, buf};
+  using coil::device::reduceChainAsync;
+  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain of 1",
+                         [&] { reduceChainAsync(buf, two, 1, 4, coilFloat32, coilSum, nullptr); }));
+  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain with a NULL source",
+                         [&] { reduceChainAsync(buf, withNull, 3, 4, coilFloat32, coilSum, nullptr); }));
+  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain whose dst is source 1",
+                         [&] { reduceChainAsync(buf, two, 2, 4, coilFloat32, coilSum, nullptr); }));
+  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain op 5",
+                         [&] { reduceChainAsync(nullptr, two, 2, 4, coilFloat32, badOp, nullptr); }));
   EXPECT_TRUE(throwsCode(coilInvalidArgument, "widen int32",
                          [&] { dt::widenAsync(HalfCodec::kHardware, static_cast<uint32_t*>(buf),
                                               static_cast<uint16_t*>(buf), 4, coilInt32, nullptr); }));

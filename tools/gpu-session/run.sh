@@ -54,9 +54,9 @@ t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/p
 echo "init's GPU-sharing warnings: $(grep -c "processes of this communicator use this rank's GPU" "$OUT/procs.log")"
 grep -m1 "processes of this communicator use this rank's GPU" "$OUT/procs.log"
 echo "== device_reduce_test, device_convert_test, device_reduce_bench"
-t timeout 25 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
+t timeout 40 ./tests/gpu/device_reduce_test > "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | head -5
 t timeout 25 ./tests/gpu/device_convert_test >> "$OUT/kernels.log" 2>&1; grep -E "PASSED|FAILED" "$OUT/kernels.log" | tail -3
-t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -16 "$OUT/kernels.log"
+t timeout 20 ./benchmarks/micro/device_reduce_bench --mib 256 --iters 20 >> "$OUT/kernels.log" 2>&1; tail -18 "$OUT/kernels.log"
 for n in 2 4; do
   echo "== coil_perf -P $n --memory device"
   t timeout 20 ./benchmarks/perf/coil_perf -P $n -b 16 -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
