@@ -294,6 +294,22 @@ __device__ __forceinline__ uint4 applyVector(const Fn& fn, const uint4& va, cons
 
 // ---- the kernel ------------------------------------------------------------------
 
+/// A grid-stride kernel's place in its layout (Layout on the host): this
+/// thread, the grid's threads, and the elements outside the vector body
+/// ([0, head) and [bodyEnd, count)), numbered 0 .. scalars - 1.
+struct GridStride {
+  size_t tid, nthreads, bodyEnd, scalars;
+  __device__ GridStride(size_t head, size_t nvec, size_t count, size_t perVector)
+      : tid(static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x),
+        nthreads(static_cast<size_t>(gridDim.x) * blockDim.x),
+        bodyEnd(head + nvec * perVector),
+        scalars(head + (count - bodyEnd)) {}
+  /// The element index of scalar s.
+  __device__ size_t scalarOffset(size_t s, size_t head) const {
+    return s < head ? s : bodyEnd + (s - head);
+  }
+};
+
 /// Elements [0, head) and [head + nvec*kCount, count) one by one (byte
 /// accesses unless elemAligned); elements in between as nvec 16-byte
 /// vectors starting at byte head*sizeof(Raw), which the host has checked is
@@ -304,14 +320,10 @@ __global__ void __launch_bounds__(kThreads)
                       size_t nvec, size_t count, bool elemAligned, Fn fn) {
   using Raw = typename Fn::Raw;
   constexpr size_t kSize = sizeof(Raw);
-  constexpr size_t kCount = Pack<Raw>::kCount;
-  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
-
-  const size_t bodyEnd = head + nvec * kCount;
-  const size_t scalars = head + (count - bodyEnd);
-  for (size_t s = tid; s < scalars; s += nthreads) {
-    const size_t offset = (s < head ? s : bodyEnd + (s - head)) * kSize;
+  const GridStride g(head, nvec, count, Pack<Raw>::kCount);
+  const size_t tid = g.tid, nthreads = g.nthreads;
+  for (size_t s = tid; s < g.scalars; s += nthreads) {
+    const size_t offset = g.scalarOffset(s, head) * kSize;
     const Raw x = loadElement<Raw>(a + offset, elemAligned);
     Raw y = 0;
     if constexpr (Fn::kInputs == 2) y = loadElement<Raw>(b + offset, elemAligned);
@@ -357,14 +369,10 @@ __global__ void __launch_bounds__(kThreads)
                 bool elemAligned, Fn fn) {
   using Raw = typename Fn::Raw;
   constexpr size_t kSize = sizeof(Raw);
-  constexpr size_t kCount = Pack<Raw>::kCount;
-  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
-
-  const size_t bodyEnd = head + nvec * kCount;
-  const size_t scalars = head + (count - bodyEnd);
-  for (size_t s = tid; s < scalars; s += nthreads) {
-    const size_t offset = (s < head ? s : bodyEnd + (s - head)) * kSize;
+  const GridStride g(head, nvec, count, Pack<Raw>::kCount);
+  const size_t tid = g.tid, nthreads = g.nthreads;
+  for (size_t s = tid; s < g.scalars; s += nthreads) {
+    const size_t offset = g.scalarOffset(s, head) * kSize;
     Raw acc = loadElement<Raw>(src.p[0] + offset, elemAligned);
 #pragma unroll
     for (int q = 1; q < kChainSourcesPerLaunch; ++q)
@@ -500,46 +508,64 @@ size_t gridLimit(const char* what) {
   return smCount(what) * static_cast<size_t>(blocks);
 }
 
+/// Where a launch's parts lie: elements [0, head) and after the body one by
+/// one, nvec 16-byte vectors between. Vectors only when every pointer is
+/// element-aligned and as misaligned modulo 16 as the first one.
+struct Layout {
+  size_t head = 0, nvec = 0;
+  bool elemAligned = false;
+};
+
+Layout layoutOf(size_t elementSize, size_t perVector, const uintptr_t* pointers, int n,
+                size_t count) {
+  const size_t misalign = pointers[0] % 16;
+  bool sameMisalign = true;
+  Layout l{count, 0, true};
+  for (int i = 0; i < n; ++i) {
+    l.elemAligned = l.elemAligned && pointers[i] % elementSize == 0;
+    sameMisalign = sameMisalign && pointers[i] % 16 == misalign;
+  }
+  if (l.elemAligned && sameMisalign) {
+    l.head = ((16 - misalign) % 16) / elementSize;
+    if (l.head > count) l.head = count;
+    l.nvec = (count - l.head) / perVector;
+  }
+  return l;
+}
+
+/// A grid-stride kernel's launch over `l`: threads for the larger of its
+/// vector and scalar parts, at most `limit` blocks (one resident wave).
+cudaLaunchConfig_t configFor(const Layout& l, size_t count, size_t perVector, size_t limit,
+                             void* stream) {
+  const size_t scalars = count - l.nvec * perVector;
+  const size_t vectorThreads = (l.nvec + kUnroll - 1) / kUnroll;
+  const size_t threadsWanted = vectorThreads > scalars ? vectorThreads : scalars;
+  size_t blocks = (threadsWanted + kThreads - 1) / kThreads;
+  if (blocks > limit) blocks = limit;
+  if (blocks < 1) blocks = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(kThreads);
+  config.stream = static_cast<cudaStream_t>(stream);
+  return config;
+}
+
 template <class Fn>
 void launch(const char* what, const Fn& fn, void* dst, const void* a, const void* b, size_t count,
             void* stream) {
   using Raw = typename Fn::Raw;
-  constexpr size_t kSize = sizeof(Raw);
   constexpr size_t kCount = Pack<Raw>::kCount;
   if (count == 0) return;
   if (Fn::kInputs == 1) b = a;
-
-  const auto pd = reinterpret_cast<uintptr_t>(dst);
-  const auto pa = reinterpret_cast<uintptr_t>(a);
-  const auto pb = reinterpret_cast<uintptr_t>(b);
-  const bool elemAligned = pd % kSize == 0 && pa % kSize == 0 && pb % kSize == 0;
-  const size_t misalign = pa % 16;
-  const bool vectors = elemAligned && pd % 16 == misalign && pb % 16 == misalign;
-  size_t head = count, nvec = 0;
-  if (vectors) {
-    head = ((16 - misalign) % 16) / kSize;
-    if (head > count) head = count;
-    nvec = (count - head) / kCount;
-  }
-  const size_t scalars = count - nvec * kCount;
-  const size_t vectorThreads = (nvec + kUnroll - 1) / kUnroll;
-  const size_t threadsWanted = vectorThreads > scalars ? vectorThreads : scalars;
-  size_t blocks = (threadsWanted + kThreads - 1) / kThreads;
-  const size_t limit = gridLimit<&elementwiseKernel<Fn>>(what);
-  if (blocks > limit) blocks = limit;
-  if (blocks < 1) blocks = 1;
-
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = 0;
-  config.stream = static_cast<cudaStream_t>(stream);
-  config.attrs = nullptr;
-  config.numAttrs = 0;
+  const uintptr_t pointers[3] = {reinterpret_cast<uintptr_t>(a), reinterpret_cast<uintptr_t>(dst),
+                                 reinterpret_cast<uintptr_t>(b)};
+  const Layout l = layoutOf(sizeof(Raw), kCount, pointers, 3, count);
+  cudaLaunchConfig_t config =
+      configFor(l, count, kCount, gridLimit<&elementwiseKernel<Fn>>(what), stream);
   checkCuda(what, cudaLaunchKernelEx(&config, &elementwiseKernel<Fn>, static_cast<unsigned char*>(dst),
                                      static_cast<const unsigned char*>(a),
-                                     static_cast<const unsigned char*>(b), head, nvec, count,
-                                     elemAligned, fn));
+                                     static_cast<const unsigned char*>(b), l.head, l.nvec, count,
+                                     l.elemAligned, fn));
 }
 
 /// One chain launch: dst = src.p[0] op ... op src.p[src.n - 1].
@@ -547,36 +573,14 @@ template <class Fn>
 void launchChain(const char* what, const Fn& fn, void* dst, const ChainSources& src, size_t count,
                  void* stream) {
   using Raw = typename Fn::Raw;
-  constexpr size_t kSize = sizeof(Raw);
   constexpr size_t kCount = Pack<Raw>::kCount;
-  const auto pd = reinterpret_cast<uintptr_t>(dst);
-  const size_t misalign = reinterpret_cast<uintptr_t>(src.p[0]) % 16;
-  bool elemAligned = pd % kSize == 0, sameMisalign = pd % 16 == misalign;
-  for (int q = 0; q < src.n; ++q) {
-    const auto pq = reinterpret_cast<uintptr_t>(src.p[q]);
-    elemAligned = elemAligned && pq % kSize == 0;
-    sameMisalign = sameMisalign && pq % 16 == misalign;
-  }
-  size_t head = count, nvec = 0;
-  if (elemAligned && sameMisalign) {
-    head = ((16 - misalign) % 16) / kSize;
-    if (head > count) head = count;
-    nvec = (count - head) / kCount;
-  }
-  const size_t scalars = count - nvec * kCount;
-  const size_t vectorThreads = (nvec + kUnroll - 1) / kUnroll;
-  const size_t threadsWanted = vectorThreads > scalars ? vectorThreads : scalars;
-  size_t blocks = (threadsWanted + kThreads - 1) / kThreads;
-  const size_t limit = gridLimit<&chainKernel<Fn>>(what);
-  if (blocks > limit) blocks = limit;
-  if (blocks < 1) blocks = 1;
-
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kThreads);
-  config.stream = static_cast<cudaStream_t>(stream);
+  uintptr_t pointers[kChainSourcesPerLaunch + 1];
+  for (int q = 0; q < src.n; ++q) pointers[q] = reinterpret_cast<uintptr_t>(src.p[q]);
+  pointers[src.n] = reinterpret_cast<uintptr_t>(dst);
+  const Layout l = layoutOf(sizeof(Raw), kCount, pointers, src.n + 1, count);
+  cudaLaunchConfig_t config = configFor(l, count, kCount, gridLimit<&chainKernel<Fn>>(what), stream);
   checkCuda(what, cudaLaunchKernelEx(&config, &chainKernel<Fn>, static_cast<unsigned char*>(dst), src,
-                                     head, nvec, count, elemAligned, fn));
+                                     l.head, l.nvec, count, l.elemAligned, fn));
 }
 
 /// The whole chain: the first launch reads up to kChainSourcesPerLaunch
@@ -596,41 +600,35 @@ void chain(const char* what, const Fn& fn, void* dst, const void* const* src, in
   }
 }
 
+/// Calls body(fn) with the ReduceOp functor of `op` (coilAvg sums; the
+/// division that finishes it is divideAsync's).
+template <coilDataType_t kType, HalfCodec kCodec, class Body>
+void withReduceOp(coilRedOp_t op, const char* what, const Body& body) {
+  switch (op) {
+    case coilSum:
+    case coilAvg: return body(ReduceOp<kType, Op::kSum, kCodec>{});
+    case coilProd: return body(ReduceOp<kType, Op::kProd, kCodec>{});
+    case coilMax: return body(ReduceOp<kType, Op::kMax, kCodec>{});
+    case coilMin: return body(ReduceOp<kType, Op::kMin, kCodec>{});
+    default: checkOp(op, what);  // throws
+  }
+}
+
 template <coilDataType_t kType, HalfCodec kCodec>
 void reduceChainTyped(void* dst, const void* const* src, int n, size_t count, coilRedOp_t op,
                       void* stream) {
   constexpr const char* kWhat = "reduceChainAsync";
-  switch (op) {
-    case coilSum:
-    case coilAvg:
-      return chain(kWhat, ReduceOp<kType, Op::kSum, kCodec>{}, dst, src, n, count, stream);
-    case coilProd:
-      return chain(kWhat, ReduceOp<kType, Op::kProd, kCodec>{}, dst, src, n, count, stream);
-    case coilMax:
-      return chain(kWhat, ReduceOp<kType, Op::kMax, kCodec>{}, dst, src, n, count, stream);
-    case coilMin:
-      return chain(kWhat, ReduceOp<kType, Op::kMin, kCodec>{}, dst, src, n, count, stream);
-    default:
-      checkOp(op, kWhat);  // throws
-  }
+  withReduceOp<kType, kCodec>(op, kWhat, [&](const auto& fn) {
+    chain(kWhat, fn, dst, src, n, count, stream);
+  });
 }
 
 template <coilDataType_t kType, HalfCodec kCodec>
 void reduceTyped(void* dst, const void* a, const void* b, size_t count, coilRedOp_t op, void* stream) {
   constexpr const char* kWhat = "reduceAsync";
-  switch (op) {
-    case coilSum:
-    case coilAvg:
-      return launch(kWhat, ReduceOp<kType, Op::kSum, kCodec>{}, dst, a, b, count, stream);
-    case coilProd:
-      return launch(kWhat, ReduceOp<kType, Op::kProd, kCodec>{}, dst, a, b, count, stream);
-    case coilMax:
-      return launch(kWhat, ReduceOp<kType, Op::kMax, kCodec>{}, dst, a, b, count, stream);
-    case coilMin:
-      return launch(kWhat, ReduceOp<kType, Op::kMin, kCodec>{}, dst, a, b, count, stream);
-    default:
-      checkOp(op, kWhat);  // throws
-  }
+  withReduceOp<kType, kCodec>(op, kWhat, [&](const auto& fn) {
+    launch(kWhat, fn, dst, a, b, count, stream);
+  });
 }
 
 template <coilDataType_t kType, HalfCodec kCodec>
