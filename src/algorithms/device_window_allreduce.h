@@ -8,9 +8,9 @@
 // DeviceWindowExecutor turns each of the program's steps into GPU work on
 // the caller's stream (put and copyOut are device copies, reduceToSlot is
 // one chain kernel over the n terms in mapped peer memory, in rank order,
-// so the bits are the host engine's: device::reduceChainAsync) and each wait into a host step: a barrier of
-// the communicator's host engine, run by device::StagedStream between the
-// stream's phases. No kernel waits for another rank's kernel, which on one
+// so the bits are the host engine's: device::reduceChainAsync) and each
+// wait into a host step: a barrier of the communicator's host engine, run
+// by device::StagedStream between the stream's phases. No kernel waits for another rank's kernel, which on one
 // GPU shared by processes without MPS would be a deadlock (the GPU runs
 // one context at a time). Per piece of at most a slot's bytes:
 //

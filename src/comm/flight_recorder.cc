@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "core/deadline.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "reduce/reduce.h"
@@ -63,32 +62,34 @@ struct TimeBase {
   int64_t nowWallNs = 0;
 
   // `ticks`: calibrate the TSC too (it waits until 2 ms after the anchor).
+  // The clocks an entry is read against are read last, together.
   static TimeBase now(bool ticks) {
     TimeBase b;
-    b.nowCoarseMs = coarseMonotonicMs();
-    b.nowWallNs = wallNs();
-    if (!ticks) return b;
+    if (ticks) {
 #if defined(__x86_64__)
-    const ClockPair& a = anchor();
-    // Over 2 ms or more, two reads a few ns apart give the rate to 1e-5.
-    while (steadyNs() - a.steadyNs < 2'000'000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const ClockPair p = readPair();
-    if (p.ticks > a.ticks) b.nsPerTick = double(p.steadyNs - a.steadyNs) / double(p.ticks - a.ticks);
-    b.nowTicks = p.ticks;
+      const ClockPair& a = anchor();
+      // Over 2 ms or more, two reads a few ns apart give the rate to 1e-5.
+      while (steadyNs() - a.steadyNs < 2'000'000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const ClockPair p = readPair();
+      if (p.ticks > a.ticks) b.nsPerTick = double(p.steadyNs - a.steadyNs) / double(p.ticks - a.ticks);
+      b.nowTicks = p.ticks;
 #else
-    b.nowTicks = FlightRecorder::ticks();
+      b.nowTicks = FlightRecorder::ticks();
 #endif
+    }
+    b.nowCoarseMs = coarseMonotonicMs();
     b.nowWallNs = wallNs();
     return b;
   }
-  // From `from` to `to` (0: now) on the entry's clock.
-  double ns(const FlightRecorder::Entry& e, uint64_t from, uint64_t to) const {
+  // From the entry's start to `to` (0: now), on its clock.
+  double ns(const FlightRecorder::Entry& e, uint64_t to) const {
     if (!e.timed) {
+      const int64_t from = static_cast<int64_t>(e.start);
       const int64_t end = to ? static_cast<int64_t>(to) : nowCoarseMs;
-      return end > static_cast<int64_t>(from) ? double(end - static_cast<int64_t>(from)) * 1e6 : 0.0;
+      return end > from ? double(end - from) * 1e6 : 0.0;
     }
     if (to == 0) to = nowTicks;
-    return to > from ? double(to - from) * nsPerTick : 0.0;
+    return to > e.start ? double(to - e.start) * nsPerTick : 0.0;
   }
   int64_t wallOf(const FlightRecorder::Entry& e) const {
     if (!e.timed) return nowWallNs - (nowCoarseMs - static_cast<int64_t>(e.start)) * 1'000'000;
@@ -159,8 +160,6 @@ FlightRecorder::FlightRecorder(size_t entries, std::string dumpPath, bool timing
   if (timing_) anchor();
 }
 
-int64_t FlightRecorder::coarseNowMs() { return coarseMonotonicMs(); }
-
 bool FlightRecorder::read(uint64_t id, Entry* out) const {
   const Slot& s = slot(id);
   for (int attempt = 0; attempt < 64; ++attempt) {
@@ -216,7 +215,7 @@ std::vector<std::string> FlightRecorder::describe(const std::vector<Entry>& entr
     }
     if (e.algorithm) os << " " << e.algorithm;
     const auto span = [&](uint64_t to) {
-      const double ns = base.ns(e, e.start, to);
+      const double ns = base.ns(e, to);
       return e.timed ? duration(ns) : coarseDuration(ns);
     };
     switch (e.state) {

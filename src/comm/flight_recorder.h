@@ -76,6 +76,7 @@
 
 #include "algorithms/fingerprint.h"
 #include "coil.h"
+#include "core/deadline.h"  // coarseMonotonicMs: the clock of untimed entries
 
 #if !defined(__x86_64__)
 #include <chrono>
@@ -187,7 +188,7 @@ class FlightRecorder {
     flags = (flags & ~(uint64_t{0xff} << kStateShift)) | (uint64_t(state) << kStateShift);
     uint64_t now = 0;
     if (timing_) now = ticks();
-    else if (state == State::kFailed) now = static_cast<uint64_t>(coarseNowMs());
+    else if (state == State::kFailed) now = static_cast<uint64_t>(coarseMonotonicMs());
     if (now == 0) {
       // An untimed completion changes one word: no seqlock round.
       s.words[kStateWord].store(flags, std::memory_order_release);
@@ -219,8 +220,6 @@ class FlightRecorder {
   /// The dump file's path for this rank: %r rank, %p pid, %h host, %% a %.
   static std::string expandPath(const std::string& pattern, int rank);
 
-  /// The clock of untimed entries (core/deadline.h coarseMonotonicMs).
-  static int64_t coarseNowMs();
   /// The clock of timed entries: the TSC on x86-64, steady_clock ns elsewhere.
   static uint64_t ticks() {
 #if defined(__x86_64__)

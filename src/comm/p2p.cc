@@ -93,13 +93,14 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   std::vector<Task> tasks;
   std::deque<Task*> selfSends, selfRecvs;
   const Deadline deadline = deadline_.forCall(options_.timeoutMs);
+  const int64_t startMs = deadline_.calledAtMs();  // the recorder's start time
   FlightRecorder::Batch record(flight_);
   for (const P2pCall& c : calls) {
     Task t;
     t.call = c;
     t.bytes = c.count * reduce::typeSize(c.type);
     uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
-    record.add(c.isSend, seq, c.count, c.type, c.peer, deadline_.calledAtMs());
+    record.add(c.isSend, seq, c.count, c.type, c.peer, startMs);
     t.tag = algo::Fingerprint{seq + seqSalt_, algo::CollKind::SendRecv, c.type, coilSum, c.count}
                 .encode();
     t.conn = peers_[c.peer];
