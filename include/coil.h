@@ -265,6 +265,37 @@ coilResult_t coilCommRegister(const coilComm_t comm, void* buff, size_t size, vo
 /// buffer is in flight.
 coilResult_t coilCommDeregister(const coilComm_t comm, void* handle);
 
+/// A window: a device buffer that every rank of a communicator registered
+/// together (coilCommWindowRegister).
+typedef struct coilWindow* coilWindow_t;
+/// coilCommWindowRegister's winFlags. coil treats every window as
+/// symmetric (NCCL's NCCL_WIN_COLL_SYMMETRIC); both values are accepted.
+#define COIL_WIN_DEFAULT 0x00
+#define COIL_WIN_COLL_SYMMETRIC 0x01
+
+/// Registers [buff, buff + size) of device memory as a window, as
+/// ncclCommWindowRegister. Collective: every rank calls it, in the same
+/// order as its other calls on `comm`, with a buffer of the same size.
+/// Where every rank is a GPU of one host, each maps the others' buffers
+/// (CUDA IPC of memory from cudaMalloc or coilMemAlloc), and a device
+/// all-reduce whose input and output lie in windows, at the same offsets on
+/// every rank (so in place on every rank or on none), of at least
+/// COIL_PEER_MIN_BYTES, reads its peers' buffers in place: no copy into a
+/// slot and no staging. Ranks that pass different places fail the call on
+/// every rank (coilCommGetAsyncError), naming it; no rank reads past a
+/// peer's window or writes to it. Communicators of more than 8 ranks do not
+/// read windows in place yet. Elsewhere, or where a rank
+/// cannot export or map its buffer, the window is registered, not mapped,
+/// and calls on it work as before (INFO says why). A rank that passes a
+/// bad buffer fails, and its peers fail naming it. The memory must stay
+/// allocated until coilCommWindowDeregister.
+coilResult_t coilCommWindowRegister(coilComm_t comm, void* buff, size_t size, coilWindow_t* win,
+                                    int winFlags);
+
+/// Collective: every rank deregisters its windows in the same order, after
+/// the calls that use them were enqueued; it waits for them to finish.
+coilResult_t coilCommWindowDeregister(coilComm_t comm, coilWindow_t win);
+
 /// Allocates `size` bytes of device memory on the current CUDA device.
 /// coilInvalidUsage (with the reason) where no device is usable.
 coilResult_t coilMemAlloc(void** ptr, size_t size);

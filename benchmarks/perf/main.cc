@@ -216,6 +216,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "coil_perf: %s\n", e.what());
     return 2;
   }
+  if (!memory.device && opts.windowBuffers) {
+    std::fprintf(stderr, "coil_perf: -R 2 registers device buffers as windows; add --memory "
+                         "device (a build with CUDA, on a machine with a GPU)\n");
+    return 2;
+  }
   if (memory.device && opts.registerBuffers) {
     std::fprintf(stderr, "coil_perf: -R 1 ignored: coil stages device buffers through its own "
                          "host memory, which is what its transports see\n");

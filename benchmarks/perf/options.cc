@@ -126,7 +126,12 @@ void apply(Options& o, Key key, const std::string& v) {
     case Key::CudaGraph: o.cudaGraphLaunches = intIn(v, "-G", 0, kMany); break;
     case Key::Json: o.jsonPath = v; break;
     case Key::Average: o.average = static_cast<Average>(intIn(v, "-a", 0, 3)); break;
-    case Key::Register: o.registerBuffers = intIn(v, "-R", 0, 1) == 1; break;
+    case Key::Register: {
+      const int mode = intIn(v, "-R", 0, 2);
+      o.registerBuffers = mode == 1;
+      o.windowBuffers = mode == 2;
+      break;
+    }
     case Key::Threads: o.threads = intIn(v, "-t", 1, 1024); break;
     case Key::Gpus:
       if (intIn(v, "-g", 1, 1024) != 1)
@@ -274,9 +279,11 @@ void printUsage(std::FILE* out, const char* program) {
       "  -T, --timeout SECONDS    fail a wait that lasts longer (sets COIL_TIMEOUT_MS;\n"
       "                           default 0: coil's own, 30 minutes)\n"
       "  -J, --output_file FILE   also write every row as JSON (--json FILE is the same)\n"
-      "  -R, --local_register 0|1 coilCommRegister the buffers first (default 0; --register\n"
-      "                           is the same): large sends and receives over ib go zero-copy\n"
-      "                           (host buffers; ignored with --memory device)\n"
+      "  -R, --local_register 0|1|2  1: coilCommRegister the buffers first (default 0;\n"
+      "                           --register is the same): large sends and receives over ib go\n"
+      "                           zero-copy (host buffers; ignored with --memory device).\n"
+      "                           2: coilCommWindowRegister them (--memory device): all-reduces\n"
+      "                           read the peers' buffers in place (ranks on one host's GPUs)\n"
       "      --memory host|device where the buffers are (default host for now). device:\n"
       "                           coilMemAlloc'd on device rank %% count, calls on one stream\n"
       "                           per rank, timed until the stream has run\n"

@@ -38,7 +38,8 @@ struct Options {
   int runCycles = 1;                    ///< -N: sweeps; 0 = until stopped
   int threads = 1;                      ///< -t: ranks as threads of each process
   int cudaGraphLaunches = 0;            ///< -G: accepted; there are no CUDA graphs on the host
-  bool registerBuffers = false;         ///< -R: coilCommRegister the buffers
+  bool registerBuffers = false;         ///< -R 1: coilCommRegister the buffers
+  bool windowBuffers = false;           ///< -R 2: coilCommWindowRegister the (device) buffers
   std::vector<TypeInfo> types;          ///< -d (default float)
   std::vector<OpInfo> ops;              ///< -o (default sum)
   int nprocs = 0;                       ///< -P: processes to fork; 0 = not given

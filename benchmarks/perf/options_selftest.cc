@@ -66,6 +66,9 @@ TEST(NcclTestsFlags, ShortForms) {
   EXPECT_EQ(o.checkIters, 2);
   EXPECT_EQ(o.jsonPath, "rows.json");
   EXPECT_TRUE(o.registerBuffers);
+  EXPECT_FALSE(o.windowBuffers);
+  EXPECT_TRUE(parse({"-R", "2"}).windowBuffers);
+  EXPECT_FALSE(parse({"-R", "2"}).registerBuffers);
   EXPECT_EQ(parse({"-a", "0"}).average, Average::Rank0);
   EXPECT_EQ(parse({"-a", "2"}).average, Average::Min);
   EXPECT_EQ(parse({"-c", "0"}).checkIters, 0);

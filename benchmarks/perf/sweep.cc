@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,22 @@ Sweep::Sweep(const Options& opts, const Participant& self, const Table* table,
     sendRegistered_ = std::make_unique<Registered>(self.comm(), buffers_.send(), opts.maxBytes);
     recvRegistered_ = std::make_unique<Registered>(self.comm(), buffers_.recv(), opts.maxBytes);
   }
+  // -R 2: windows (collective), whole buffers, as every rank's are the same size.
+  if (opts.windowBuffers && buffers_.device()) {
+    sendWindow_ = std::make_unique<Window>(self.comm(), buffers_.send(), buffers_.bytes());
+    recvWindow_ = std::make_unique<Window>(self.comm(), buffers_.recv(), buffers_.bytes());
+  }
+}
+
+Sweep::Window::Window(coilComm_t c, void* buffer, size_t bytes) : comm(c) {
+  coilCheck(coilCommWindowRegister(comm, buffer, bytes, &window, COIL_WIN_COLL_SYMMETRIC),
+            "coilCommWindowRegister", comm);
+}
+
+Sweep::Window::~Window() {
+  // Collective: not while a failure unwinds this rank alone (its peers may
+  // never come); destroying the communicator frees the window then.
+  if (window != nullptr && std::uncaught_exceptions() == 0) coilCommWindowDeregister(comm, window);
 }
 
 CollCall Sweep::onHost(const CollCall& call) const {

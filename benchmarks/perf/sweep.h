@@ -92,6 +92,16 @@ class Sweep {
     Registered& operator=(const Registered&) = delete;
   };
   std::unique_ptr<Registered> sendRegistered_, recvRegistered_;
+  /// -R 2: the device buffers as windows, deregistered at the end (collective).
+  struct Window {
+    coilComm_t comm = nullptr;
+    coilWindow_t window = nullptr;
+    Window(coilComm_t c, void* buffer, size_t bytes);
+    ~Window();
+    Window(const Window&) = delete;
+    Window& operator=(const Window&) = delete;
+  };
+  std::unique_ptr<Window> sendWindow_, recvWindow_;
   std::vector<Row> rows_;
   long long wrongTotal_ = 0;
   int mismatchReports_ = 0;  // this rank's mismatch lines on stderr, capped

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "algorithms/phase_recorder.h"
 #include "algorithms/window_programs.h"
 #include "core/error.h"
 #include "device/device_reduce.h"
@@ -12,8 +13,7 @@ namespace coil::algo {
 namespace {
 
 using device::Stream;
-using GpuWork = std::function<void(Stream)>;
-using Phase = device::StagedStream::Phase;
+using Phase = PhaseRecorder::Phase;
 
 // The vocabulary of window_programs.h over mapped device memory, recorded
 // as StagedStream phases: GPU work gathers until a wait, which closes a
@@ -74,21 +74,15 @@ class DeviceWindowExecutor {
   // the ranks at different slots).
   void done() { closePhase(barrier_); }
 
-  std::vector<Phase> takePhases() { return std::move(phases_); }
+  std::vector<Phase> takePhases() { return phases_.take(); }
 
  private:
   const uint8_t* input() const { return static_cast<const uint8_t*>(call_.sendbuff); }
   uint8_t* slotOf(int rank, int slot) const {
     return windows_[static_cast<size_t>(rank)].slot[slot];
   }
-  void gpu(GpuWork work) { pending_.push_back(std::move(work)); }
-  void closePhase(std::function<void()> hostStep) {
-    phases_.push_back({[work = std::move(pending_)](Stream s) {
-                         for (const GpuWork& w : work) w(s);
-                       },
-                       std::move(hostStep)});
-    pending_.clear();
-  }
+  void gpu(PhaseRecorder::GpuWork work) { phases_.gpu(std::move(work)); }
+  void closePhase(std::function<void()> hostStep) { phases_.closePhase(std::move(hostStep)); }
 
   const DeviceAllReduceCall call_;
   const std::vector<DeviceWindow>& windows_;
@@ -96,8 +90,7 @@ class DeviceWindowExecutor {
   const size_t esize_;
   const std::function<void()> barrier_;
   uint32_t posted_ = 0;  // every call starts at step 1: slot 1, then slot 0
-  std::vector<GpuWork> pending_;
-  std::vector<Phase> phases_;
+  PhaseRecorder phases_;
 };
 
 }  // namespace

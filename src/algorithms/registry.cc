@@ -26,6 +26,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "one host: rank r reduces slice r of every piece from all n slots and publishes it; "
        "every rank copies the others' slices out",
        windowSliceProgram<WindowTrace>},
+      {K::AllReduce, "registered", "windowDirectProgram", nullptr, kSeparate, kOne, kOne, false,
+       "device buffers registered as windows: rank r reduces slice r of every rank's input "
+       "where it lies; every rank copies the others' slices from their outputs",
+       windowDirectProgram<WindowTrace>, {}, true},
       {K::Broadcast, "ring", "ringBroadcast", ringBroadcast, kSeparate, kOne, kOne, false,
        "a pipelined chain from the root"},
       {K::Broadcast, "tree", "treeBroadcast", treeBroadcast, kInPlaceAtRoot, kOne, kOne, false,

@@ -18,7 +18,9 @@
 // one-shots, as it does for COIL_ALGO and the tuner: its entry holds the
 // window program and, as its form without a window, the FIFO program; the
 // driver runs the first where the ranks share a window (one host), the
-// second where they do not (across hosts, or COIL_SHM_WINDOW=0).
+// second where they do not (across hosts, or COIL_SHM_WINDOW=0). One more
+// window program, "registered" (the direct program), runs only on device
+// buffers registered as windows (deviceWindowsOnly).
 #pragma once
 
 #include <string_view>
@@ -74,6 +76,11 @@ struct AlgorithmProgram {
   /// The window program's form without a window (across hosts); none when
   /// program is null (then the algorithm needs a window: slice).
   FifoForm withoutWindow{};
+  /// A window program whose slots are the ranks' own input (slot 0) and
+  /// output (slot 1), read in place: device buffers registered as windows
+  /// (registered_allreduce.h). No host engine runs it, COIL_ALGO cannot
+  /// name it; coil-sim shows it.
+  bool deviceWindowsOnly = false;
   bool onWindow() const { return windowProgram != nullptr; }
   bool hasFifoForm() const { return withoutWindow.program != nullptr; }
 };

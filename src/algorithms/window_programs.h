@@ -41,6 +41,7 @@
 // copied byte, γ a reduced byte):
 //   one-shot  α + S·β + (n-1)·S·γ
 //   slice     2·⌈S/P⌉·α + (2n-1)/n·S·β + (n-1)/n·S·γ
+//   direct    3·α + (n-1)/n·S·β + (n-1)/n·S·γ   (device windows only, below)
 #pragma once
 
 #include <algorithm>
@@ -111,6 +112,43 @@ void windowSliceProgram(Executor& w, const WindowShape& s) {
     for (int q = 0; q < n; ++q)
       if (q != r && size(q) != 0) w.copyOut(q, b, begin(q), base + begin(q), size(q));
   }
+  w.done();
+}
+
+/// Direct: no slots, for buffers that are themselves in the window (device
+/// buffers every rank registered as a window, coilCommWindowRegister:
+/// registered_allreduce.h runs it on GPUs). Rank q's "slot 0" is its input
+/// and its "slot 1" its output, read by its peers in place. Rank r reduces
+/// slice r of every rank's input into its output, then copies every other
+/// slice from its owner's output. Nothing goes through a slot: each rank
+/// reads S + (n-1)/n·S bytes and writes S. In place works: in the reduce a
+/// rank writes only its own slice, which no peer reads then; in the copies
+/// it writes the others, which no peer reads then. The third step ends the
+/// call: until every rank has posted it, a peer may still read its output.
+/// No host engine runs it (its shm window holds slots, not the caller's
+/// buffers); coil-sim shows it.
+template <class Executor>
+void windowDirectProgram(Executor& w, const WindowShape& s) {
+  constexpr int kInput = 0, kOutput = 1;
+  const int n = s.nranks, r = s.rank;
+  const size_t sliceElems =
+      ((s.count + n - 1) / n + s.lineElems - 1) / s.lineElems * s.lineElems;
+  auto begin = [&](int q) { return std::min(s.count, static_cast<size_t>(q) * sliceElems); };
+  auto size = [&](int q) { return begin(q + 1) - begin(q); };
+
+  const uint32_t step = w.nextStep();
+  w.post(step, kInput);  // my input is ready to be read
+  w.wait(step, 0);
+  w.joined();
+  if (size(r) != 0) w.reduceToOutput(kInput, begin(r), begin(r), size(r), OwnTerm::kInput, false);
+  w.post(step + 1, kOutput);  // my slice of the result is ready
+  w.wait(step + 1, 0);
+  for (int q = 0; q < n; ++q)
+    if (q != r && size(q) != 0) w.copyOut(q, kOutput, begin(q), begin(q), size(q));
+  // I read no peer any more. It stamps my input, which every rank had read
+  // before posting step + 1; my output may still be read until all post.
+  w.post(step + 2, kInput);
+  w.wait(step + 2, 0);
   w.done();
 }
 

@@ -4,6 +4,7 @@
 #include "api/guard.h"
 #include "reduce/reduce.h"
 
+#include <optional>
 #include <string>
 
 using coil::api::guarded;
@@ -69,6 +70,9 @@ void issue(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
     return;
   }
   if (device && copiesOnOneRank(comm, call, use)) return enqueueOneRankCopy(comm, use, stream);
+  if (device)
+    if (const std::optional<RegisteredCall> windows = registeredCallOf(comm, call, use))
+      return enqueueRegisteredAllReduce(comm, call, *windows, stream, function);
   if (device && runsOnPeerWindows(comm, call, use.recvBytes))
     return enqueuePeerAllReduce(comm, call, stream, function);
   runOrEnqueue(comm, device, rangesOf(use, device), stream, function,

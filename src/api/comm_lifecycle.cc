@@ -401,6 +401,22 @@ coilResult_t coilCommRegister(const coilComm_t comm, void* buff, size_t size, vo
   });
 }
 
+coilResult_t coilCommWindowRegister(coilComm_t comm, void* buff, size_t size, coilWindow_t* win,
+                                    int winFlags) {
+  return guarded("coilCommWindowRegister", comm, [&] {
+    api::InFlight busy(comm);
+    if (win != nullptr) *win = nullptr;
+    api::registerWindow(comm, buff, size, winFlags, win);
+  });
+}
+
+coilResult_t coilCommWindowDeregister(coilComm_t comm, coilWindow_t win) {
+  return guarded("coilCommWindowDeregister", comm, [&] {
+    api::InFlight busy(comm);
+    api::deregisterWindow(comm, win);
+  });
+}
+
 coilResult_t coilCommDeregister(const coilComm_t comm, void* handle) {
   return guarded("coilCommDeregister", comm, [&] {
     api::InFlight busy(comm);

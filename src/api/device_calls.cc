@@ -1,9 +1,11 @@
 #include "api/device_calls.h"
 
+#include <array>
 #include <optional>
 #include <string>
 
 #include "api/guard.h"
+#include "algorithms/registered_allreduce.h"
 #include "core/env.h"
 #include "device/device.h"
 
@@ -168,6 +170,65 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
       algo::deviceWindowAllReducePhases(device, pw.windows, pw.slotBytes, c.rank(),
                                         std::move(barrier)),
       stream, orderOf(comm, c));
+}
+
+namespace {
+
+// The first host step of an all-reduce on windows: the barrier after which
+// every rank's input is ready, comparing the call and where each rank's
+// buffers sit in which window (the largest and smallest of each, in one
+// all-reduce). A rank reads its peers at its own offsets, so they must be
+// the same everywhere; ranks that disagree fail before anyone reads.
+void barrierOfTheSamePlaces(coilComm* comm, const std::array<uint64_t, 5>& places,
+                            const std::string& name) {
+  try {
+    std::array<uint64_t, 10> mine{}, most{};
+    for (size_t i = 0; i < places.size(); ++i) {
+      mine[i] = places[i];
+      mine[places.size() + i] = ~places[i];
+    }
+    usable(comm).collective(
+        {algo::CollKind::AllReduce, mine.data(), most.data(), 10, coilUint64, coilMax, 0});
+    const uint64_t largestTag = most[0], smallestTag = ~most[5];
+    if (largestTag != smallestTag)
+      fail(coilInvalidUsage, "the ranks called it with different arguments (",
+           algo::explainMismatch(largestTag != places[0] ? largestTag : smallestTag, places[0]),
+           "); every rank must make the same calls");
+    for (size_t i = 1; i < places.size(); ++i)
+      if (most[i] != ~most[5 + i])
+        fail(coilInvalidUsage, "the ranks' buffers sit at different places in their windows ",
+             "(here: input at byte ", places[2], " of window #", places[1], ", output at byte ",
+             places[4], " of window #", places[3], "); an all-reduce on windows reads its ",
+             "peers at its own offsets, so every rank passes the same places");
+  } catch (const Error& e) {
+    throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
+  }
+}
+
+}  // namespace
+
+void enqueueRegisteredAllReduce(coilComm* comm, const CollectiveCall& call,
+                                const RegisteredCall& windows, coilStream_t stream,
+                                const char* what) {
+  Communicator& c = usable(comm);
+  const uint64_t tag = algo::Fingerprint{1, call.kind, call.type, call.op, call.count}.encode();
+  const std::array<uint64_t, 5> places = {tag, windows.send->id, windows.sendOffset,
+                                          windows.recv->id, windows.recvOffset};
+  const std::string name = what;
+  std::vector<const void*> peerSend, peerRecv;
+  for (int q = 0; q < c.nranks(); ++q) {
+    peerSend.push_back(windows.send->byRank[static_cast<size_t>(q)] + windows.sendOffset);
+    peerRecv.push_back(windows.recv->byRank[static_cast<size_t>(q)] + windows.recvOffset);
+  }
+  const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
+                                         call.op};
+  stagedStreamOf(comm).enqueuePhases(
+      algo::registeredAllReducePhases(
+          device, peerSend, peerRecv, c.rank(),
+          [comm, places, name] { barrierOfTheSamePlaces(comm, places, name); },
+          [comm, tag, name] { barrierOfTheSameCall(comm, tag, name); }),
+      stream, orderOf(comm, c));
+  comm->windows->callsRun.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool copiesOnOneRank(const coilComm* comm, const CollectiveCall& call, const CallBuffers& use) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "api/peer_windows.h"
+#include "api/registered_windows.h"
 #include "comm/communicator.h"
 #include "device/staged_stream.h"
 
@@ -38,6 +39,9 @@ struct coilComm {
   // where device all-reduces are staged through host memory. Reset after
   // `staged` (whose queued calls use it) and before impl.
   std::unique_ptr<coil::api::PeerWindows> peerWindows;
+  // The windows the application registered (api/registered_windows.h);
+  // null until the first. Reset after `staged`, like peerWindows.
+  std::unique_ptr<coil::api::RegisteredWindows> windows;
   // The first error of such a call after it returned (coilCommGetAsyncError).
   std::atomic<coilResult_t> deviceError{coilSuccess};
 

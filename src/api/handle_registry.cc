@@ -97,6 +97,7 @@ void retire(coilComm* comm) {
 void bury(coilComm* comm) noexcept {
   comm->staged.reset();  // runs the device calls still queued, which use impl
   comm->peerWindows.reset();  // and the windows they read
+  comm->windows.reset();      // and the application's, which they read too
   comm->impl.reset();  // outside the lock: teardown joins threads and unmaps segments
   Registry& r = registry();
   std::unique_lock lock(r.mutex);

@@ -128,6 +128,21 @@ IpcHandle ipcHandleOf(const SharedMemory& memory);
 /// for the current device.
 SharedMemory openIpc(const IpcHandle& handle, size_t bytes);
 
+/// The legacy IPC handle of the allocation that holds [ptr, ptr + bytes)
+/// (memory from cudaMalloc: the handle of its base, which the whole
+/// allocation shares), and where the range starts in it: a peer maps the
+/// allocation with openIpc(handle, allocationBytes) and adds `offset`.
+/// For the application's own buffers (coilCommWindowRegister). Throws
+/// coilUnhandledCudaError where CUDA cannot export it (memory from cuMem or
+/// a stream-ordered pool), coilInvalidArgument where the range runs past
+/// its allocation.
+struct IpcRange {
+  IpcHandle handle;
+  uint64_t offset = 0;           // of ptr from the allocation's start
+  uint64_t allocationBytes = 0;  // the whole allocation's
+};
+IpcRange ipcRangeOf(const void* ptr, size_t bytes);
+
 /// Unmaps and releases any of the above, own or a peer's (the memory itself
 /// goes when its last mapping does). Null or borrowed memory is only reset.
 void freeShared(SharedMemory& memory) noexcept;

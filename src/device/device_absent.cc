@@ -42,6 +42,7 @@ SharedMemory importShared(int, size_t) { noCuda("importShared"); }
 SharedMemory allocIpc(size_t) { noCuda("allocIpc"); }
 IpcHandle ipcHandleOf(const SharedMemory&) { noCuda("ipcHandleOf"); }
 SharedMemory openIpc(const IpcHandle&, size_t) { noCuda("openIpc"); }
+IpcRange ipcRangeOf(const void*, size_t) { noCuda("ipcRangeOf"); }
 void freeShared(SharedMemory& memory) noexcept { memory = SharedMemory{}; }
 void reduceAsync(void*, const void*, const void*, size_t, coilDataType_t, coilRedOp_t, void*) {
   noCuda("reduceAsync");

@@ -40,20 +40,27 @@ inline constexpr int kChainSourcesPerLaunch = 8;
 /// src[n-1][i] for i < count: the chain of reduceAsync calls in rank order,
 /// bit for bit (every step rounds as reduceAsync does), in one pass over
 /// the sources (each read once, dst written once) instead of n - 1 passes.
-/// n >= 2. dst may be src[0] exactly; it must not overlap another source
-/// (coilInvalidArgument when it is one of them).
+/// n >= 2. dst may be src[0] exactly. In a chain of at most
+/// kChainSourcesPerLaunch sources (one launch, which reads all of an
+/// element's sources before it writes the element) it may be any one source
+/// exactly: a rank reducing in place its own slice, which is its term q
+/// (algorithms/registered_allreduce.h). It must not overlap a source
+/// otherwise (coilInvalidArgument when it is a source a later launch reads).
 void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
                       coilRedOp_t op, void* stream);
 
 /// What reduceChainAsync checks before it enqueues anything (also the fake
-/// device's, tests/device): n >= 2, no null source, dst not a later source.
+/// device's, tests/device): n >= 2, no null source, and dst not a source
+/// that a launch after the first reads.
 inline void checkChainArguments(const void* dst, const void* const* src, int n, const char* what) {
   if (n < 2) fail(coilInvalidArgument, what, ": a chain needs at least 2 sources, got ", n);
   if (src == nullptr) fail(coilInvalidArgument, what, ": the source list is NULL");
   for (int q = 0; q < n; ++q) {
     if (src[q] == nullptr) fail(coilInvalidArgument, what, ": source ", q, " is NULL");
-    if (q > 0 && src[q] == dst)
-      fail(coilInvalidArgument, what, ": dst is source ", q, "; only source 0 may be dst");
+    if (q > 0 && src[q] == dst && n > kChainSourcesPerLaunch)
+      fail(coilInvalidArgument, what, ": dst is source ", q, " of a chain of ", n,
+           " (more than one launch of ", kChainSourcesPerLaunch,
+           "); only source 0 may be dst there");
   }
 }
 

@@ -270,6 +270,38 @@ TEST(Registration, BadHandlesAreNamedAndUnusedRegistrationsAreHarmless) {
   EXPECT_EQ(coilCommRegister(nullptr, nullptr, 0, nullptr), coilInvalidArgument);
 }
 
+// coilCommWindowRegister / coilCommWindowDeregister on host memory (a
+// window is device memory): every rank fails at once, saying so, and the
+// communicator goes on. tests/device/fake_gpu_windows_test covers windows
+// themselves.
+TEST(Windows, HostMemoryIsRefusedOnEveryRankWithoutAHang) {
+  for (const std::string& transport : testedTransports()) {
+    SCOPED_TRACE(transport);
+    runRanks({3, Launch::Threads, transport}, [](coilComm_t comm, int) {
+      std::vector<float> buf(1024, 1.0f);
+      coilWindow_t win = nullptr;
+      EXPECT_EQ(coilCommWindowRegister(comm, buf.data(), buf.size() * sizeof(float), &win,
+                                       COIL_WIN_COLL_SYMMETRIC),
+                coilInvalidArgument);
+      EXPECT_EQ(win, nullptr);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("device"), std::string::npos)
+          << coilGetLastError(comm);
+      // NULL is no window, on every rank: each says so.
+      EXPECT_NE(coilCommWindowDeregister(comm, nullptr), coilSuccess);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find("not a window"), std::string::npos)
+          << coilGetLastError(comm);
+      float sum = 0;
+      const float one = 1;
+      ASSERT_EQ(coilAllReduce(&one, &sum, 1, coilFloat32, coilSum, comm, nullptr), coilSuccess)
+          << coilGetLastError(comm);
+      EXPECT_EQ(sum, 3.0f);
+    });
+  }
+  coilWindow_t win = nullptr;
+  EXPECT_EQ(coilCommWindowRegister(nullptr, nullptr, 0, &win, 0), coilInvalidArgument);
+  EXPECT_EQ(coilCommWindowDeregister(nullptr, nullptr), coilInvalidArgument);
+}
+
 }  // namespace
 }  // namespace coil::test
 

@@ -10,7 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -40,8 +40,23 @@ bool released(const BlockedWait& w) {
   return static_cast<int32_t>(__atomic_load_n(w.word, __ATOMIC_ACQUIRE) - w.ticket) >= 0;
 }
 
+// allocDevice's blocks by their first byte: memfd segments, so that a
+// block can be exported for legacy IPC (ipcRangeOf) as cudaMalloc's can.
+struct DeviceBlock {
+  size_t bytes;  // mapped (whole pages)
+  int fd;        // the segment's descriptor, kept for exporting
+};
 std::mutex gDeviceMutex;
-std::set<const void*> gDeviceBlocks;  // allocDevice's blocks (their first byte)
+std::map<const void*, DeviceBlock> gDeviceBlocks;
+
+// The block that holds `ptr`, or end().
+std::map<const void*, DeviceBlock>::const_iterator blockHolding(const void* ptr) {
+  auto it = gDeviceBlocks.upper_bound(ptr);
+  if (it == gDeviceBlocks.begin()) return gDeviceBlocks.end();
+  --it;
+  const auto* start = static_cast<const uint8_t*>(it->first);
+  return static_cast<const uint8_t*>(ptr) < start + it->second.bytes ? it : gDeviceBlocks.end();
+}
 
 void noteAllocation() {
   std::lock_guard<std::mutex> lock(gWaitsMutex);
@@ -177,10 +192,7 @@ std::string buildDescription() { return "fake device (tests/device/fake_device.c
 
 MemKind kindOf(const void* ptr) {
   std::lock_guard<std::mutex> lock(gDeviceMutex);
-  auto it = gDeviceBlocks.upper_bound(ptr);
-  if (it == gDeviceBlocks.begin()) return MemKind::kHost;
-  --it;
-  return ptr == *it ? MemKind::kDevice : MemKind::kHost;  // the tests pass block starts
+  return blockHolding(ptr) != gDeviceBlocks.end() ? MemKind::kDevice : MemKind::kHost;
 }
 
 int currentDevice() { return 0; }
@@ -194,9 +206,18 @@ Uuid uuidOf(int) {  // one GPU: every rank of every process shares it
 
 void* allocDevice(size_t bytes) {
   noteAllocation();
-  void* p = std::malloc(bytes > 0 ? bytes : 1);
+  const size_t size = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  const int fd = memfd_create("coil-fake-device", MFD_CLOEXEC);
+  void* p = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0)
+    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    fail(coilSystemError, "allocDevice: memfd: ", std::strerror(err));
+  }
   std::lock_guard<std::mutex> lock(gDeviceMutex);
-  gDeviceBlocks.insert(p);
+  gDeviceBlocks[p] = {size, fd};  // the descriptor stays open for ipcRangeOf's handles
   return p;
 }
 
@@ -204,11 +225,16 @@ void freeDevice(void* ptr) noexcept {
   if (!ptr) return;
   noteAllocation();
   synchroniseForFree();
+  DeviceBlock block{};
   {
     std::lock_guard<std::mutex> lock(gDeviceMutex);
-    gDeviceBlocks.erase(ptr);
+    auto it = gDeviceBlocks.find(ptr);
+    if (it == gDeviceBlocks.end()) return;
+    block = it->second;
+    gDeviceBlocks.erase(it);
   }
-  std::free(ptr);
+  munmap(ptr, block.bytes);
+  ::close(block.fd);
 }
 
 void* allocPinned(size_t bytes) {
@@ -365,6 +391,26 @@ SharedMemory openIpc(const IpcHandle& handle, size_t bytes) {
   return mapSegment(fd.get(), bytes, SharedMemory::Kind::kIpcOpened, "openIpc");
 }
 
+std::string gRangeRefusal;  // fake::refuseIpcRanges
+
+IpcRange ipcRangeOf(const void* ptr, size_t bytes) {
+  if (!gRangeRefusal.empty()) fail(coilUnhandledCudaError, "cudaIpcGetMemHandle: ", gRangeRefusal);
+  std::lock_guard<std::mutex> lock(gDeviceMutex);
+  auto it = blockHolding(ptr);
+  if (it == gDeviceBlocks.end())
+    fail(coilUnhandledCudaError, "cuMemGetAddressRange(", ptr, "): not device memory");
+  IpcRange out;
+  out.offset = static_cast<uint64_t>(static_cast<const uint8_t*>(ptr) -
+                                     static_cast<const uint8_t*>(it->first));
+  out.allocationBytes = it->second.bytes;
+  if (out.offset + bytes > out.allocationBytes)
+    fail(coilInvalidArgument, "[", ptr, ", +", bytes, " bytes) runs past the end of its allocation");
+  const FakeIpcHandle h{{'c', 'o', 'i', 'l', 'f', 'a', 'k', 'e'},
+                        static_cast<int32_t>(getpid()), static_cast<int32_t>(it->second.fd)};
+  std::memcpy(out.handle.bytes.data(), &h, sizeof h);
+  return out;
+}
+
 void freeShared(SharedMemory& memory) noexcept {
   if (memory.ptr != nullptr && memory.kind != SharedMemory::Kind::kBorrowed) {
     munmap(memory.ptr, memory.bytes);
@@ -380,15 +426,20 @@ void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilData
   streamOf(stream).push([=] { fn(dst, a, b, count); });
 }
 
-// The chain as its definition says: reduceAsync's pairs in order.
+// The chain as its definition says: reduceAsync's pairs in order, into a
+// buffer of its own when dst is a later source (which a GPU's one launch
+// reads before it writes; the pairs here would not).
 void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
                       coilRedOp_t op, void* stream) {
   checkChainArguments(dst, src, n, "reduceChainAsync");
   const reduce::ReduceFn fn = reduce::kernel(type, op);
+  const size_t bytes = count * reduce::typeSize(type);
   std::vector<const void*> sources(src, src + n);
   streamOf(stream).push([=] {
-    fn(dst, sources[0], sources[1], count);
-    for (size_t q = 2; q < sources.size(); ++q) fn(dst, dst, sources[q], count);
+    std::vector<uint8_t> partial(bytes);
+    fn(partial.data(), sources[0], sources[1], count);
+    for (size_t q = 2; q < sources.size(); ++q) fn(partial.data(), partial.data(), sources[q], count);
+    if (bytes > 0) std::memcpy(dst, partial.data(), bytes);
   });
 }
 
@@ -406,6 +457,7 @@ void resetCounters() { gAllocWhileWaiting = 0; }
 void refuseSharedMemory(const std::string& why) { gSharedMemoryRefusal = why; }
 void refuseIpc(const std::string& why) { gIpcRefusal = why; }
 void failImports(const std::string& why) { gImportFailure = why; }
+void refuseIpcRanges(const std::string& why) { gRangeRefusal = why; }
 void shareHardwareQueues(int n) {
   std::lock_guard<std::mutex> lock(gQueuesMutex);
   gSharedQueueCount = n;

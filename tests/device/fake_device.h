@@ -10,11 +10,12 @@
 // implicit-synchronisation hazard, staged_stream.h), and copies touch only
 // memory that exists.
 //
-// Device memory shared between processes (allocShared, allocIpc and
-// friends) is a memfd segment, and the two kernels of device_reduce.h that
+// Device memory is a memfd segment (allocDevice's too, so that the
+// application's buffers export as cudaMalloc's do: ipcRangeOf), and the two kernels of device_reduce.h that
 // the peer all-reduce uses run coil's host kernels on the stream's thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -41,5 +42,20 @@ void refuseSharedMemory(const std::string& why);
 void refuseIpc(const std::string& why);
 /// importShared fails from now on, saying `why` (empty: it works).
 void failImports(const std::string& why);
+/// A block of "device" memory (allocDevice), freed with its scope.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : p_(static_cast<uint8_t*>(allocDevice(bytes))) {}
+  ~DeviceBuffer() { freeDevice(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* get() const { return p_; }
+
+ private:
+  uint8_t* p_;
+};
+/// ipcRangeOf fails from now on, saying `why` (empty: it works), as CUDA
+/// does for memory it cannot export (cuMem, a stream-ordered pool).
+void refuseIpcRanges(const std::string& why);
 
 }  // namespace coil::device::fake

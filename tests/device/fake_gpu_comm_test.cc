@@ -25,20 +25,12 @@
 #include "harness/reference.h"
 #include "harness/run_ranks.h"
 #include "tests/device/fake_device.h"
+#include "tests/device/staged_between.h"
 
 namespace coil::test {
 namespace {
 
-// A "device" buffer of the fake GPU: kindOf says device for its start.
-class FakeDeviceBuffer {
- public:
-  explicit FakeDeviceBuffer(size_t bytes) : p_(static_cast<uint8_t*>(device::allocDevice(bytes))) {}
-  ~FakeDeviceBuffer() { device::freeDevice(p_); }
-  uint8_t* get() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
+using FakeDeviceBuffer = device::fake::DeviceBuffer;
 
 struct Case {
   coilDataType_t type;
@@ -79,17 +71,7 @@ void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
     ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
     ASSERT_EQ(firstMismatch(c.type, out, want.data(), c.count), SIZE_MAX);
 
-    // A staged call between two peer-window calls, on the same stream.
-    FakeDeviceBuffer mine(sizeof(int32_t)), all(sizeof(int32_t) * nranks);
-    const int32_t value = rank * 1000 + static_cast<int32_t>(c.count);
-    std::memcpy(mine.get(), &value, sizeof value);
-    ASSERT_EQ(coilAllGather(mine.get(), all.get(), 1, coilInt32, comm, stream), coilSuccess);
-    device::syncStream(stream);
-    for (int r = 0; r < nranks; ++r) {
-      int32_t got = 0;
-      std::memcpy(&got, all.get() + r * sizeof(int32_t), sizeof got);
-      ASSERT_EQ(got, r * 1000 + static_cast<int32_t>(c.count)) << "rank " << r << "'s value";
-    }
+    expectStagedAllGather(comm, rank, nranks, static_cast<int32_t>(c.count), stream);
   }
   device::destroyStream(stream);
 }

@@ -333,11 +333,12 @@ std::string describe(const char* what, coilDataType_t type, const char* op, Half
 
 /// One chain case: reduceChainAsync over `inputs` (input q at byte offset
 /// offsets[q] past its buffer's boundary) against the CPU kernel applied
-/// pairwise in order. `inPlace`: dst is input 0's buffer.
+/// pairwise in order. `inPlace`: dst is input `inPlaceSource`'s buffer.
 ::testing::AssertionResult checkChain(coilDataType_t type, coilRedOp_t op, HalfCodec codec,
                                       const std::vector<std::vector<unsigned char>>& inputs,
                                       const std::vector<size_t>& offsets, size_t dstOffset,
-                                      bool inPlace, cudaStream_t stream = nullptr) {
+                                      bool inPlace, cudaStream_t stream = nullptr,
+                                      int inPlaceSource = 0) {
   const size_t size = coil::reduce::typeSize(type);
   const size_t count = inputs[0].size() / size;
   const int n = static_cast<int>(inputs.size());
@@ -345,7 +346,8 @@ std::string describe(const char* what, coilDataType_t type, const char* op, Half
   label << "chain of " << n << " " << coil::reduce::typeName(type) << " "
         << coil::reduce::opName(op) << " count=" << count << " offsets";
   for (size_t o : offsets) label << " " << o;
-  label << (inPlace ? " in place" : " dst offset " + std::to_string(dstOffset));
+  label << (inPlace ? " in place into source " + std::to_string(inPlaceSource)
+                    : " dst offset " + std::to_string(dstOffset));
   if (type == coilFloat16) label << " (fp16 codec " << codecName(codec) << ")";
 
   std::vector<unsigned char> expected(inputs[0].size());
@@ -364,11 +366,12 @@ std::string describe(const char* what, coilDataType_t type, const char* op, Half
   bool guardsOk = false;
   try {
     DeviceBuffer out(inputs[0].size(), dstOffset);
-    DeviceBuffer& dst = inPlace ? *buffers[0] : out;
+    DeviceBuffer& dst = inPlace ? *buffers[static_cast<size_t>(inPlaceSource)] : out;
     dt::reduceChainAsyncWith(codec, dst.data(), sources.data(), n, count, type, op, stream);
     cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     actual = dst.download(&guardsOk);
-    for (int q = inPlace ? 1 : 0; q < n; ++q) {
+    for (int q = 0; q < n; ++q) {
+      if (inPlace && q == inPlaceSource) continue;
       bool ok = false;
       if (buffers[q]->download(&ok) != inputs[q] || !ok)
         return ::testing::AssertionFailure() << label.str() << ": source " << q << " changed";
@@ -479,7 +482,8 @@ TEST_P(DeviceReduce, Divide) {
 // bit for bit: 2 to 17 sources (17: three launches of at most 8), every op,
 // counts 0 to 1000003, on the vector path (all pointers equally misaligned),
 // the scalar path (mixed offsets), the byte path (misaligned elements), and
-// in place into source 0.
+// in place into source 0; chains of one launch also in place into their
+// last source (a rank's own term in the registered all-reduce).
 TEST_P(DeviceReduce, ChainEqualsPairwise) {
   for (int n : {2, 3, 5, 9, 17}) {
     for (size_t count : {size_t{0}, size_t{3}, size_t{4099}}) {
@@ -498,6 +502,9 @@ TEST_P(DeviceReduce, ChainEqualsPairwise) {
         EXPECT_TRUE(checkChain(type(), op, codec(), in, mixed, 4, false));
         EXPECT_TRUE(checkChain(type(), op, codec(), in, bytes, 5, false));
         EXPECT_TRUE(checkChain(type(), op, codec(), in, zero, 0, true));
+        if (n <= coil::device::kChainSourcesPerLaunch) {
+          EXPECT_TRUE(checkChain(type(), op, codec(), in, same, 8, true, nullptr, n - 1));
+        }
       }
     }
   }
@@ -679,8 +686,9 @@ TEST(DeviceReduceErrors, InvalidArgumentsThrowBeforeLaunching) {
                          [&] { reduceChainAsync(buf, two, 1, 4, coilFloat32, coilSum, nullptr); }));
   EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain with a NULL source",
                          [&] { reduceChainAsync(buf, withNull, 3, 4, coilFloat32, coilSum, nullptr); }));
-  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain whose dst is source 1",
-                         [&] { reduceChainAsync(buf, two, 2, 4, coilFloat32, coilSum, nullptr); }));
+  const void* nine[9] = {buf, buf, buf, buf, buf, buf, buf, buf, buf};
+  EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain of two launches whose dst is source 1",
+                         [&] { reduceChainAsync(buf, nine, 9, 4, coilFloat32, coilSum, nullptr); }));
   EXPECT_TRUE(throwsCode(coilInvalidArgument, "chain op 5",
                          [&] { reduceChainAsync(nullptr, two, 2, 4, coilFloat32, badOp, nullptr); }));
   EXPECT_TRUE(throwsCode(coilInvalidArgument, "widen int32",

@@ -199,6 +199,45 @@ void allReduceBody(coilComm_t comm, int rank, int n) {
         }
 }
 
+// All-reduces on windows (coilCommWindowRegister): every type and op, in
+// place and out, at every count. Where CUDA IPC maps the ranks' buffers
+// (every rank a GPU of this host), calls of COIL_PEER_MIN_BYTES and more
+// read the peers' buffers in place (algorithms/registered_allreduce.h); the
+// suite runs with the default minimum and with 1 byte (the peer-window
+// runs' environment).
+void windowAllReduceBody(coilComm_t comm, int rank, int n) {
+  constexpr size_t kWindowBytes = size_t{1} << 20;
+  DeviceBuffer memory(2 * kWindowBytes + 256);  // two windows in one allocation
+  uint8_t* inBase = memory.get() + 256;
+  uint8_t* outBase = inBase + kWindowBytes;
+  coilWindow_t in = nullptr, out = nullptr;
+  expectOk(coilCommWindowRegister(comm, inBase, kWindowBytes, &in, COIL_WIN_COLL_SYMMETRIC), comm);
+  expectOk(coilCommWindowRegister(comm, outBase, kWindowBytes, &out, COIL_WIN_DEFAULT), comm);
+  Stream stream;
+  for (coilDataType_t t : {coilFloat32, coilFloat16, coilBfloat16, coilFloat64, coilInt64, coilUint8})
+    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg})
+      for (size_t count : kCounts)
+        for (bool inPlace : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "window " << nameOf(t) << " " << nameOf(op)
+                                            << " count " << count << (inPlace ? " in place" : ""));
+          const auto input = makeInput(t, op, rank, n, count);
+          const auto want = makeExpected(t, op, n, count);
+          uint8_t* dst = inPlace ? inBase : outBase;
+          CUDA_OK(cudaMemcpyAsync(inBase, input.data(), input.size(), cudaMemcpyHostToDevice,
+                                  stream.s));
+          expectOk(coilAllReduce(inBase, dst, count, t, op, comm, stream.s), comm);
+          std::vector<uint8_t> got(input.size());
+          CUDA_OK(cudaMemcpyAsync(got.data(), dst, got.size(), cudaMemcpyDeviceToHost, stream.s));
+          stream.sync();
+          ASSERT_EQ(firstMismatch(t, got.data(), want.data(), count), SIZE_MAX);
+        }
+  coilResult_t async = coilSuccess;
+  expectOk(coilCommGetAsyncError(comm, &async), comm);
+  EXPECT_EQ(async, coilSuccess) << coilGetLastError(comm);
+  expectOk(coilCommWindowDeregister(comm, in), comm);
+  expectOk(coilCommWindowDeregister(comm, out), comm);
+}
+
 void rootedBody(coilComm_t comm, int rank, int n) {
   Stream stream;
   for (int root = 0; root < n; ++root)
@@ -375,6 +414,7 @@ void inProcesses(int n, Body body) {
 }
 
 TEST_P(Procs, AllReduceEveryTypeAndOp) { inProcesses(GetParam(), allReduceBody); }
+TEST_P(Procs, AllReduceOnWindows) { inProcesses(GetParam(), windowAllReduceBody); }
 TEST_P(Procs, RootedCollectivesFromEveryRoot) { inProcesses(GetParam(), rootedBody); }
 TEST_P(Procs, AllGatherReduceScatterAllToAll) { inProcesses(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Procs, SendRecvBothWaysInAGroup) {
@@ -492,6 +532,7 @@ void inThreads(int n, Body body) {
 }
 
 TEST_P(Threads, AllReduceEveryTypeAndOp) { inThreads(GetParam(), allReduceBody); }
+TEST_P(Threads, AllReduceOnWindows) { inThreads(GetParam(), windowAllReduceBody); }
 TEST_P(Threads, RootedCollectivesFromEveryRoot) { inThreads(GetParam(), rootedBody); }
 TEST_P(Threads, AllGatherReduceScatterAllToAll) { inThreads(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Threads, SendRecvBothWaysInAGroup) {

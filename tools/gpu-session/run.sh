@@ -47,6 +47,8 @@ echo "== gpu_collectives_test Procs* on peer windows shared by legacy IPC handle
 COIL_PEER_IPC=legacy COIL_PEER_MIN_BYTES=1 COIL_PEER_WINDOW_BYTES=65536 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' >> "$OUT/peer.log" 2>&1; sum "$OUT/peer.log"
 echo "legacy IPC init lines: $(grep -c "legacy CUDA IPC handles, 2 slots" "$OUT/peer.log")"
 echo "peer windows in use (init lines): $(grep -c "read the peers' device memory" "$OUT/peer.log"); staged instead: $(grep -c "staged through host memory" "$OUT/peer.log")"
+echo "registered windows mapped: $(grep -c "read the peers' buffers in place" "$OUT/peer.log"); not mapped: $(grep -c "registered but not mapped" "$OUT/peer.log")"
+grep -m2 "registered but not mapped" "$OUT/peer.log"
 grep -m2 "staged through host memory" "$OUT/peer.log"
 echo "== gpu_collectives_test Procs*"
 t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' > "$OUT/procs.log" 2>&1; sum "$OUT/procs.log"
@@ -72,6 +74,29 @@ for n in 2 4; do
       t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 16K -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1 )
     cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
   done
+done
+# The windows the application registers (coilCommWindowRegister, coil_perf
+# -R 2): the peers' buffers read in place, against the peer windows' slots
+# (docs/performance.md 4.14: 2.5 S moved a rank instead of 4.5 S at 2 ranks).
+echo "== coil_perf -P 2 and 4 --memory device, 1-64 MiB: peer windows (-R 0), registered windows (-R 2), twice"
+for n in 2 4; do
+  for reg in 0 2 0 2; do
+    echo "-- P=$n -R $reg"
+    COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 1M -e 64M -f 4 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1
+    cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
+    grep -m1 -E "window #[0-9]+ .*(in place|not mapped)" "$OUT/perf-peer.tmp"
+  done
+done
+# What a usable GPU costs the host path: with a device, every call asks
+# CUDA which memory its buffers are (cudaPointerGetAttributes, twice);
+# CUDA_VISIBLE_DEVICES= hides the device, and kindOf answers "host" without
+# CUDA. Same binary, alternating.
+echo "== host buffers, 8 B-1 KiB, -P 2: GPU visible vs hidden (CUDA_VISIBLE_DEVICES=), twice"
+for v in visible hidden visible hidden; do
+  echo "-- GPU $v"
+  ( [ $v = hidden ] && export CUDA_VISIBLE_DEVICES=
+    t timeout 20 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 1K -f 4 --memory host -c 1 -n 5000 -w 500 -T 20 > "$OUT/perf-host.tmp" 2>&1 )
+  cat "$OUT/perf-host.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-host.tmp"
 done
 echo "== coil_perf -P 2 --memory host (same card, same run)"
 t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 64M -f 4 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1

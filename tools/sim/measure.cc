@@ -41,6 +41,11 @@ Measurement measure(const Simulation& s, const std::string& transport, int itera
     return m;
   }
   if (s.form == Form::kFifo) setenv("COIL_SHM_WINDOW", "0", 1);
+  if (r.algorithm->deviceWindowsOnly) {
+    m.why = std::string(r.algorithm->name) + " runs on device buffers registered as windows "
+            "(coilCommWindowRegister); --measure runs host buffers";
+    return m;
+  }
   if (r.collective == algo::CollKind::Barrier) {
     m.why = "COIL_ALGO does not force a barrier's algorithm";
     return m;

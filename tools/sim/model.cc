@@ -80,6 +80,10 @@ CostParams algorithmCosts(const std::string& name, const Simulation& s) {
     return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in one-shot costs"};
   }
   CostParams fifo = transportCosts(name);
+  if (algorithm.deviceWindowsOnly) {
+    fifo.source += " (standing in: device windows have no cost model yet)";
+    return fifo;
+  }
   tune::Algo a;
   if (s.form != Form::kWindow || !tune::parseAlgo(algorithm.name, &a)) return fifo;
   tune::Topology topo;

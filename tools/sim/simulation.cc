@@ -170,11 +170,18 @@ Simulation simulate(const Request& req) {
   // published it; *firstRead is the first such message (-1: none).
   auto runWindowStep = [&](int r, int round, const algo::TraceStep& st, int* firstRead) {
     RankBuffers& me = ranks[r];
+    // A program on device windows reads the peers' buffers themselves:
+    // slot 0 is rank q's input, slot 1 its output.
+    auto slotOf = [&](int q, int slot) -> const std::vector<Contributors>& {
+      if (!a.deviceWindowsOnly) return ranks[q].slots[slot];
+      return slot == 0 && !inPlace ? ranks[q].input : ranks[q].output;
+    };
     auto readSlot = [&](int q, int slot, size_t at) {
-      if (at + st.count > ranks[q].slots[slot].size())
+      const std::vector<Contributors>& from = slotOf(q, slot);
+      if (at + st.count > from.size())
         throw std::logic_error("rank " + std::to_string(r) + " reads outside a slot");
-      std::vector<Contributors> v(ranks[q].slots[slot].begin() + static_cast<ptrdiff_t>(at),
-                                  ranks[q].slots[slot].begin() + static_cast<ptrdiff_t>(at + st.count));
+      std::vector<Contributors> v(from.begin() + static_cast<ptrdiff_t>(at),
+                                  from.begin() + static_cast<ptrdiff_t>(at + st.count));
       if (q != r) {
         s.messages.push_back({q, r, ranks[q].slotPostRound[slot], round, at, st.count, v, false});
         if (*firstRead < 0) *firstRead = static_cast<int>(s.messages.size()) - 1;

@@ -46,7 +46,12 @@ void printHeader(std::FILE* out, const Simulation& s) {
 
 void printSteps(std::FILE* out, const Simulation& s, const std::vector<RoundCost>* costs) {
   const int n = s.request.nranks;
-  if (s.form == Form::kWindow)
+  if (s.form == Form::kWindow && s.request.algorithm->deviceWindowsOnly)
+    std::fprintf(out, "Each cell: the primitive and its [offset,+count); slot0 is a rank's input and"
+                      " slot1 its output, read in place\n(registered windows: nothing is put),"
+                      " post/wait are the step handshake, copyOut q:slot1 reads rank q's output;\n"
+                      "blank: the rank waits\n\n");
+  else if (s.form == Form::kWindow)
     std::fprintf(out, "Each cell: the primitive and its [offset,+count); put writes this rank's slot,"
                       " post/wait are the step handshake,\nreduceTo* read every rank's slot,"
                       " copyOut q:slot reads rank q's; blank: the rank waits\n\n");

@@ -1,0 +1,41 @@
+// What both device executors of window programs share (the peer windows'
+// DeviceWindowExecutor, device_window_allreduce.cc, and the registered
+// windows' DeviceDirectExecutor, registered_allreduce.cc): GPU work gathers
+// until the program waits, and the wait closes a StagedStream phase whose
+// host step (a barrier of the ranks) runs once the stream has done it.
+#pragma once
+
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "device/staged_stream.h"
+
+namespace coil::algo {
+
+class PhaseRecorder {
+ public:
+  using GpuWork = std::function<void(device::Stream)>;
+  using Phase = device::StagedStream::Phase;
+
+  /// Queues work for the current phase's GPU part.
+  void gpu(GpuWork work) { pending_.push_back(std::move(work)); }
+  /// Ends the current phase with `hostStep` (no GPU part if nothing was queued).
+  void closePhase(std::function<void()> hostStep) {
+    std::function<void(device::Stream)> onStream;
+    if (!pending_.empty())
+      onStream = [work = std::move(pending_)](device::Stream s) {
+        for (const GpuWork& w : work) w(s);
+      };
+    pending_.clear();
+    phases_.push_back({std::move(onStream), std::move(hostStep)});
+  }
+  size_t phasesClosed() const { return phases_.size(); }
+  std::vector<Phase> take() { return std::move(phases_); }
+
+ private:
+  std::vector<GpuWork> pending_;
+  std::vector<Phase> phases_;
+};
+
+}  // namespace coil::algo

@@ -1,0 +1,107 @@
+#include "algorithms/registered_allreduce.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "algorithms/phase_recorder.h"
+#include "algorithms/window_programs.h"
+#include "core/error.h"
+#include "device/device_reduce.h"
+#include "reduce/reduce.h"
+
+namespace coil::algo {
+namespace {
+
+using device::Stream;
+using Phase = PhaseRecorder::Phase;
+
+// The vocabulary of window_programs.h for the direct program: slot 0 of
+// rank q is its input, slot 1 its output, both mapped here. GPU work
+// gathers until a wait, which closes a phase with a host barrier (the
+// first one with the caller's first barrier). Offsets and counts are in
+// elements.
+class DeviceDirectExecutor {
+ public:
+  DeviceDirectExecutor(const DeviceAllReduceCall& call, const std::vector<const void*>& peerSend,
+                       const std::vector<const void*>& peerRecv, int rank,
+                       std::function<void()> firstBarrier, std::function<void()> barrier)
+      : call_(call),
+        peerSend_(peerSend),
+        peerRecv_(peerRecv),
+        rank_(rank),
+        esize_(reduce::typeSize(call.type)),
+        firstBarrier_(std::move(firstBarrier)),
+        barrier_(std::move(barrier)) {}
+
+  uint32_t nextStep() const { return 1; }
+  void post(uint32_t, int) {}
+  void wait(uint32_t, size_t) {
+    phases_.closePhase(phases_.phasesClosed() == 0 ? firstBarrier_ : barrier_);
+  }
+  void joined() {}
+  void done() {}
+
+  void reduceToOutput(int slot, size_t at, size_t out, size_t n, OwnTerm, bool) {
+    if (slot != 0) fail(coilInternalError, "direct all-reduce: a reduction of outputs");
+    const int nranks = static_cast<int>(peerSend_.size());
+    std::vector<const void*> terms;
+    for (int q = 0; q < nranks; ++q)
+      terms.push_back(q == rank_ ? offsetBy(call_.sendbuff, out) : offsetBy(peerSend_[q], at));
+    void* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
+    const DeviceAllReduceCall c = call_;
+    // In place, dst is this rank's own term: one chain launch reads all of
+    // an element's terms before it writes it (device_reduce.h).
+    phases_.gpu([=](Stream s) {
+      device::reduceChainAsync(dst, terms.data(), nranks, n, c.type, c.op, s);
+      if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
+    });
+  }
+
+  void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {
+    if (slot != 1) fail(coilInternalError, "direct all-reduce: a copy of an input");
+    void* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
+    const void* src = offsetBy(peerRecv_[static_cast<size_t>(owner)], at);
+    const size_t bytes = n * esize_;
+    phases_.gpu([=](Stream s) { device::copyAsync(dst, src, bytes, s); });
+  }
+
+  // Not in the direct program's vocabulary.
+  void put(int, size_t, size_t, size_t, bool) { fail(coilInternalError, "direct: put"); }
+  void reduceToSlot(int, size_t, int, size_t, size_t) { fail(coilInternalError, "direct: slot"); }
+
+  std::vector<Phase> takePhases() { return phases_.take(); }
+
+ private:
+  const void* offsetBy(const void* base, size_t elems) const {
+    return static_cast<const uint8_t*>(base) + elems * esize_;
+  }
+
+  const DeviceAllReduceCall call_;
+  const std::vector<const void*>& peerSend_;
+  const std::vector<const void*>& peerRecv_;
+  const int rank_;
+  const size_t esize_;
+  const std::function<void()> firstBarrier_, barrier_;
+  PhaseRecorder phases_;
+};
+
+}  // namespace
+
+std::vector<Phase> registeredAllReducePhases(const DeviceAllReduceCall& call,
+                                             const std::vector<const void*>& peerSend,
+                                             const std::vector<const void*>& peerRecv, int rank,
+                                             std::function<void()> firstBarrier,
+                                             std::function<void()> barrier) {
+  const int nranks = static_cast<int>(peerSend.size());
+  if (nranks < 2 || peerRecv.size() != peerSend.size() || rank < 0 || rank >= nranks)
+    fail(coilInternalError, "registered all-reduce: ", peerSend.size(), " inputs and ",
+         peerRecv.size(), " outputs for rank ", rank);
+  const size_t esize = reduce::typeSize(call.type);
+  DeviceDirectExecutor executor(call, peerSend, peerRecv, rank, std::move(firstBarrier),
+                                std::move(barrier));
+  windowDirectProgram(executor, {rank, nranks, call.count,
+                                 std::max<size_t>(1, kDeviceSliceAlignBytes / esize), 0, false});
+  return executor.takePhases();
+}
+
+}  // namespace coil::algo

@@ -1,0 +1,241 @@
+// Windows (coilCommWindowRegister, api/registered_windows.h) on the fake
+// GPU (fake_device.cc): each rank's buffers registered together, mapped by
+// the others (legacy IPC handles opened through /proc between processes;
+// the address as is between threads), and the all-reduce that reads the
+// peers' buffers in place (algorithms/registered_allreduce.h). Ranks as
+// threads and as processes, over shm and tcp, at awkward sizes and rank
+// counts, in place and out, checked bit for bit against the reference;
+// then the ways registration and calls must fail: different sizes, a bad
+// buffer on one rank, buffers at different places, a buffer that cannot
+// be exported. What this cannot show is CUDA itself: the gpu suite's runs
+// and coil_perf -R 2 do, on a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/handle.h"
+#include "device/device.h"
+#include "harness/reference.h"
+#include "harness/run_ranks.h"
+#include "tests/device/fake_device.h"
+#include "tests/device/staged_between.h"
+
+namespace coil::test {
+namespace {
+
+using device::fake::DeviceBuffer;
+
+constexpr size_t kWindowBytes = 64 << 10;
+
+struct Case {
+  coilDataType_t type;
+  coilRedOp_t op;
+  size_t count;
+  bool inPlace;
+  size_t offset;  // of the buffers in their windows, the same on every rank
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {coilInt32, coilSum, 1, false, 0},        {coilInt32, coilSum, 2, true, 4},
+      {coilInt32, coilSum, 131, false, 256},    {coilFloat32, coilAvg, 3001, false, 1024},
+      {coilBfloat16, coilMax, 2999, true, 2},   {coilInt64, coilProd, 53, false, 8},
+      {coilUint8, coilMin, 4099, true, 3},      {coilFloat64, coilSum, 8191, false, 0},
+      {coilFloat16, coilSum, 7, false, 30000},
+  };
+  return all;
+}
+
+coilResult_t asyncErrorOf(coilComm_t comm) {
+  coilResult_t async = coilSuccess;
+  EXPECT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+  return async;
+}
+
+// Two windows in one allocation (so that a process opens each peer's
+// allocation once for both), registered on every rank.
+struct TwoWindows {
+  DeviceBuffer memory{2 * kWindowBytes + 256};
+  coilWindow_t in = nullptr, out = nullptr;
+  uint8_t* inBase() const { return memory.get() + 256; }
+  uint8_t* outBase() const { return memory.get() + 256 + kWindowBytes; }
+};
+
+void registerBoth(coilComm_t comm, TwoWindows& w) {
+  ASSERT_EQ(coilCommWindowRegister(comm, w.inBase(), kWindowBytes, &w.in, COIL_WIN_DEFAULT),
+            coilSuccess)
+      << coilGetLastError(comm);
+  ASSERT_EQ(coilCommWindowRegister(comm, w.outBase(), kWindowBytes, &w.out,
+                                   COIL_WIN_COLL_SYMMETRIC),
+            coilSuccess)
+      << coilGetLastError(comm);
+}
+
+// Every case on the windows; `onWindows`: whether each must take the
+// in-place path (else another path, and still the right bits).
+void allReduceEveryCase(coilComm_t comm, int rank, int nranks, TwoWindows& w, bool onWindows) {
+  device::Stream stream = device::createStream();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(::testing::Message() << nameOf(c.type) << " " << nameOf(c.op) << " count "
+                                      << c.count << (c.inPlace ? " in place" : "") << " at "
+                                      << c.offset);
+    const size_t bytes = c.count * sizeOf(c.type);
+    const auto in = makeInput(c.type, c.op, rank, nranks, c.count);
+    const auto want = makeExpected(c.type, c.op, nranks, c.count);
+    uint8_t* send = w.inBase() + c.offset;
+    uint8_t* recv = c.inPlace ? send : w.outBase() + c.offset;
+    std::memcpy(send, in.data(), bytes);
+    const uint64_t before = comm->windows->callsRun.load();
+    ASSERT_EQ(coilAllReduce(send, recv, c.count, c.type, c.op, comm, stream), coilSuccess)
+        << coilGetLastError(comm);
+    EXPECT_EQ(comm->windows->callsRun.load() - before, onWindows ? 1u : 0u);
+    device::syncStream(stream);
+    ASSERT_EQ(asyncErrorOf(comm), coilSuccess) << coilGetLastError(comm);
+    ASSERT_EQ(firstMismatch(c.type, recv, want.data(), c.count), SIZE_MAX);
+
+    expectStagedAllGather(comm, rank, nranks, static_cast<int32_t>(c.count), stream);
+  }
+  device::destroyStream(stream);
+}
+
+class FakeGpuWindows : public ::testing::TestWithParam<RankSetup> {};
+
+TEST_P(FakeGpuWindows, AllReducesReadThePeersBuffersInPlace) {
+  const RankSetup s = GetParam();
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanks(s, [&](coilComm_t comm, int rank) {
+    TwoWindows w;
+    registerBoth(comm, w);
+    // One rank has no peer to map: registered, not mapped, calls as before.
+    const bool mapped = s.nranks > 1;
+    EXPECT_EQ(w.in->mapped(), mapped);
+    EXPECT_EQ(w.out->mapped(), mapped);
+    allReduceEveryCase(comm, rank, s.nranks, w, mapped);
+
+    // Deregistered: the same buffers take the other paths, as right.
+    ASSERT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
+    ASSERT_EQ(coilCommWindowDeregister(comm, w.out), coilSuccess) << coilGetLastError(comm);
+    EXPECT_TRUE(comm->windows->live.empty());
+    allReduceEveryCase(comm, rank, s.nranks, w, false);
+  });
+}
+
+std::vector<RankSetup> setups() {
+  std::vector<RankSetup> out;
+  for (Launch launch : {Launch::Threads, Launch::Processes}) {
+    for (int n : {1, 2, 3, 5}) out.push_back({n, launch, "shm"});
+    out.push_back({3, launch, "tcp"});
+  }
+  return out;
+}
+
+std::string name(const ::testing::TestParamInfo<RankSetup>& info) {
+  return paramName(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, FakeGpuWindows, ::testing::ValuesIn(setups()), name);
+
+// Windows of different sizes: every rank's registration fails, naming it,
+// and the communicator goes on.
+TEST(FakeGpuWindowsRefused, WindowsOfDifferentSizesFailOnEveryRank) {
+  runRanks({3, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    DeviceBuffer memory(kWindowBytes);
+    coilWindow_t win = nullptr;
+    EXPECT_EQ(coilCommWindowRegister(comm, memory.get(), rank == 1 ? 4096 : 8192, &win, 0),
+              coilInvalidArgument);
+    EXPECT_EQ(win, nullptr);
+    EXPECT_NE(std::string(coilGetLastError(comm)).find("differ in size"), std::string::npos)
+        << coilGetLastError(comm);
+    ASSERT_EQ(coilCommWindowRegister(comm, memory.get(), 8192, &win, 0), coilSuccess)
+        << coilGetLastError(comm);
+    EXPECT_EQ(win->id, 1u);  // the failed registration took no number on any rank
+    EXPECT_EQ(coilCommWindowDeregister(comm, win), coilSuccess) << coilGetLastError(comm);
+  });
+}
+
+// One rank's bad arguments (host memory, a NULL out-pointer, unknown flags):
+// it fails saying what is wrong, its peers fail naming it, none waits.
+TEST(FakeGpuWindowsRefused, ARanksBadArgumentsFailEveryRankNamingIt) {
+  runRanks({3, Launch::Threads, "shm"}, [&](coilComm_t comm, int rank) {
+    DeviceBuffer memory(kWindowBytes);
+    std::vector<uint8_t> host(kWindowBytes);
+    struct Bad {
+      const char* says;
+      void* buff;
+      bool nullWin;
+      int flags;
+    };
+    for (const Bad& bad : {Bad{"not device memory", host.data(), false, 0},
+                           Bad{"win is NULL", memory.get(), true, 0},
+                           Bad{"winFlags 6", memory.get(), false, 6}}) {
+      SCOPED_TRACE(bad.says);
+      const bool me = rank == 2;
+      coilWindow_t win = nullptr;
+      EXPECT_EQ(coilCommWindowRegister(comm, me ? bad.buff : memory.get(), kWindowBytes,
+                                       me && bad.nullWin ? nullptr : &win, me ? bad.flags : 0),
+                coilInvalidArgument);
+      const std::string error = coilGetLastError(comm);
+      EXPECT_NE(error.find(me ? bad.says : "rank 2 refused its buffer"), std::string::npos)
+          << error;
+    }
+    // Deregistering what is not a window: that rank says so, and the others
+    // that the ranks disagree.
+    coilWindow_t win = nullptr;
+    ASSERT_EQ(coilCommWindowRegister(comm, memory.get(), kWindowBytes, &win, 0), coilSuccess)
+        << coilGetLastError(comm);
+    int notAWindow = 0;
+    EXPECT_NE(coilCommWindowDeregister(
+                  comm, rank == 0 ? reinterpret_cast<coilWindow_t>(&notAWindow) : win),
+              coilSuccess);
+    EXPECT_NE(std::string(coilGetLastError(comm))
+                  .find(rank == 0 ? "not a window of this communicator" : "different windows"),
+              std::string::npos)
+        << coilGetLastError(comm);
+    EXPECT_EQ(coilCommWindowDeregister(comm, win), coilSuccess) << coilGetLastError(comm);
+  });
+}
+
+// Buffers at different places in the windows: every rank's call fails
+// before anyone reads, naming it, and no rank's stream is held.
+TEST(FakeGpuWindowsRefused, BuffersAtDifferentPlacesFailTheCallOnEveryRank) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanks({2, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    TwoWindows w;
+    registerBoth(comm, w);
+    device::Stream stream = device::createStream();
+    uint8_t* send = w.inBase() + (rank == 0 ? 0 : 256);
+    ASSERT_EQ(coilAllReduce(send, w.outBase(), 1000, coilInt32, coilSum, comm, stream),
+              coilSuccess);
+    device::syncStream(stream);
+    EXPECT_EQ(asyncErrorOf(comm), coilInvalidUsage);
+    EXPECT_NE(std::string(coilGetLastError(comm)).find("different places"), std::string::npos)
+        << coilGetLastError(comm);
+    device::destroyStream(stream);
+    // The call failed, the communicator did not: the windows go as usual.
+    EXPECT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
+    EXPECT_EQ(coilCommWindowDeregister(comm, w.out), coilSuccess) << coilGetLastError(comm);
+  });
+}
+
+// A rank whose buffer cannot be exported (memory CUDA's legacy IPC cannot
+// share): the window is registered on every rank but mapped on none, and
+// calls on it take the other paths, still right.
+TEST(FakeGpuWindowsRefused, ABufferThatCannotBeExportedLeavesTheWindowUnmappedEverywhere) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    if (rank == 1) device::fake::refuseIpcRanges("cudaErrorInvalidValue (memory from cuMem)");
+    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+    ASSERT_NE(comm, nullptr);
+    TwoWindows w;
+    registerBoth(comm, w);
+    EXPECT_FALSE(w.in->mapped());
+    EXPECT_FALSE(w.out->mapped());
+    allReduceEveryCase(comm, rank, 3, w, false);
+    EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+  });
+}
+
+}  // namespace
+}  // namespace coil::test
