@@ -277,11 +277,12 @@ typedef struct coilWindow* coilWindow_t;
 /// ncclCommWindowRegister. Collective: every rank calls it, in the same
 /// order as its other calls on `comm`, with a buffer of the same size.
 /// Where every rank is a GPU of one host, each maps the others' buffers
-/// (CUDA IPC of memory from cudaMalloc or coilMemAlloc), and a device
-/// all-reduce whose input and output lie in windows, at the same offsets on
-/// every rank (so in place on every rank or on none), of at least
-/// COIL_PEER_MIN_BYTES, reads its peers' buffers in place: no copy into a
-/// slot and no staging. Ranks that pass different places fail the call on
+/// (CUDA IPC of memory from cudaMalloc or coilMemAlloc), and device calls
+/// of at least COIL_PEER_MIN_BYTES read their peers' buffers in place, with
+/// no copy into a slot and no staging: an all-reduce whose input and output
+/// lie in windows, an all-gather whose output does, a reduce-scatter whose
+/// input does (built-in ops), at the same offsets on every rank (so an
+/// all-reduce in place on every rank or on none). Ranks that pass different places fail the call on
 /// every rank (coilCommGetAsyncError), naming it; no rank reads past a
 /// peer's window or writes to it. Communicators of more than 8 ranks do not
 /// read windows in place yet. Elsewhere, or where a rank

@@ -43,12 +43,22 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
       {K::AllGather, "hier", "hierarchicalAllGather", hierarchicalAllGather, kInPlaceOwnBlock, kOne,
        kPerRank, false,
        "a ring inside each host, one ring per rail across hosts, a chain from each rail's owner"},
+      {K::AllGather, "registered", "windowDirectAllGatherProgram", nullptr, kSeparate, kOne,
+       kPerRank, false,
+       "device buffers registered as windows: every rank places its block in its output, then "
+       "copies every other block from its owner's output",
+       windowDirectAllGatherProgram<WindowTrace>, {}, true},
       {K::ReduceScatter, "ring", "ringReduceScatter", ringReduceScatter, kSeparate, kPerRank,
        kOne, true, "block b is reduced around the ring, completing at rank b"},
       {K::ReduceScatter, "hier", "hierarchicalReduceScatter", hierarchicalReduceScatter, kScratch,
        kPerRank, kPerRank, false,
        "a chain into each rail's owner inside each host, one ring per rail across hosts, "
        "each block handed to its rank"},
+      {K::ReduceScatter, "registered", "windowDirectReduceScatterProgram", nullptr, kSeparate,
+       kPerRank, kOne, true,
+       "device buffers registered as windows: rank r reduces block r of every rank's input "
+       "where it lies",
+       windowDirectReduceScatterProgram<WindowTrace>, {}, true},
       {K::AllToAll, "pairwise", "pairwiseAllToAll", pairwiseAllToAll, kSeparate, kPerRank,
        kPerRank, false, "in step k, send to rank+k while receiving from rank-k"},
       {K::Gather, "direct", "directGather", directGather, kSeparate, kOne, kPerRank, false,

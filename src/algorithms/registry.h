@@ -78,7 +78,7 @@ struct AlgorithmProgram {
   FifoForm withoutWindow{};
   /// A window program whose slots are the ranks' own input (slot 0) and
   /// output (slot 1), read in place: device buffers registered as windows
-  /// (registered_allreduce.h). No host engine runs it, COIL_ALGO cannot
+  /// (registered_collectives.h). No host engine runs it, COIL_ALGO cannot
   /// name it; coil-sim shows it.
   bool deviceWindowsOnly = false;
   bool onWindow() const { return windowProgram != nullptr; }

@@ -41,7 +41,9 @@
 // copied byte, γ a reduced byte):
 //   one-shot  α + S·β + (n-1)·S·γ
 //   slice     2·⌈S/P⌉·α + (2n-1)/n·S·β + (n-1)/n·S·γ
-//   direct    3·α + (n-1)/n·S·β + (n-1)/n·S·γ   (device windows only, below)
+//   direct    3·α + (n-1)/n·S·β + (n-1)/n·S·γ   (device windows only, below;
+//             all-gather 2·α + (n-1)·B·β, reduce-scatter 2·α + (n-1)·B·γ for
+//             blocks of B bytes)
 #pragma once
 
 #include <algorithm>
@@ -117,7 +119,7 @@ void windowSliceProgram(Executor& w, const WindowShape& s) {
 
 /// Direct: no slots, for buffers that are themselves in the window (device
 /// buffers every rank registered as a window, coilCommWindowRegister:
-/// registered_allreduce.h runs it on GPUs). Rank q's "slot 0" is its input
+/// registered_collectives.h runs it on GPUs). Rank q's "slot 0" is its input
 /// and its "slot 1" its output, read by its peers in place. Rank r reduces
 /// slice r of every rank's input into its output, then copies every other
 /// slice from its owner's output. Nothing goes through a slot: each rank
@@ -149,6 +151,49 @@ void windowDirectProgram(Executor& w, const WindowShape& s) {
   // before posting step + 1; my output may still be read until all post.
   w.post(step + 2, kInput);
   w.wait(step + 2, 0);
+  w.done();
+}
+
+/// Direct all-gather (device windows only; count: elements a rank gives).
+/// Each rank first places its own block in its output (nothing to do in
+/// place, where its input is that block), then, once every rank has, copies
+/// every other block from its owner's output: only the outputs need to be
+/// windows, and the places compared are the outputs'. The second step ends
+/// the call.
+template <class Executor>
+void windowDirectAllGatherProgram(Executor& w, const WindowShape& s) {
+  constexpr int kInput = 0, kOutput = 1;
+  const int n = s.nranks, r = s.rank;
+  auto block = [&](int q) { return static_cast<size_t>(q) * s.count; };
+  const uint32_t step = w.nextStep();
+  if (s.count != 0) w.copyOut(r, kInput, 0, block(r), s.count);
+  w.post(step, kOutput);  // my block is in my output
+  w.wait(step, 0);
+  w.joined();
+  for (int q = 0; q < n; ++q)
+    if (q != r && s.count != 0) w.copyOut(q, kOutput, block(q), block(q), s.count);
+  w.post(step + 1, kInput);  // I read no peer any more
+  w.wait(step + 1, 0);
+  w.done();
+}
+
+/// Direct reduce-scatter (device windows only; count: elements a rank
+/// gets). Rank r reduces block r of every rank's input, where it lies, into
+/// its output; its own term is block r of its own input (in place that is
+/// its output: the one-launch chain allows it). Only the inputs need to be
+/// windows. The second step ends the call: until then a peer may still
+/// read this rank's input.
+template <class Executor>
+void windowDirectReduceScatterProgram(Executor& w, const WindowShape& s) {
+  constexpr int kInput = 0;
+  const size_t mine = static_cast<size_t>(s.rank) * s.count;
+  const uint32_t step = w.nextStep();
+  w.post(step, kInput);  // my input is ready to be read
+  w.wait(step, 0);
+  w.joined();
+  if (s.count != 0) w.reduceToOutput(kInput, mine, 0, s.count, OwnTerm::kSlot, false);
+  w.post(step + 1, kInput);  // I read no peer any more
+  w.wait(step + 1, 0);
   w.done();
 }
 

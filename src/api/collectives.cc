@@ -72,7 +72,7 @@ void issue(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
   if (device && copiesOnOneRank(comm, call, use)) return enqueueOneRankCopy(comm, use, stream);
   if (device)
     if (const std::optional<RegisteredCall> windows = registeredCallOf(comm, call, use))
-      return enqueueRegisteredAllReduce(comm, call, *windows, stream, function);
+      return enqueueRegisteredCall(comm, call, *windows, stream, function);
   if (device && runsOnPeerWindows(comm, call, use.recvBytes))
     return enqueuePeerAllReduce(comm, call, stream, function);
   runOrEnqueue(comm, device, rangesOf(use, device), stream, function,

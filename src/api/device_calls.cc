@@ -5,7 +5,7 @@
 #include <string>
 
 #include "api/guard.h"
-#include "algorithms/registered_allreduce.h"
+#include "algorithms/registered_collectives.h"
 #include "core/env.h"
 #include "device/device.h"
 
@@ -174,7 +174,7 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
 
 namespace {
 
-// The first host step of an all-reduce on windows: the barrier after which
+// The first host step of a call on windows: the barrier after which
 // every rank's input is ready, comparing the call and where each rank's
 // buffers sit in which window (the largest and smallest of each, in one
 // all-reduce). A rank reads its peers at its own offsets, so they must be
@@ -198,8 +198,8 @@ void barrierOfTheSamePlaces(coilComm* comm, const std::array<uint64_t, 5>& place
       if (most[i] != ~most[5 + i])
         fail(coilInvalidUsage, "the ranks' buffers sit at different places in their windows ",
              "(here: input at byte ", places[2], " of window #", places[1], ", output at byte ",
-             places[4], " of window #", places[3], "); an all-reduce on windows reads its ",
-             "peers at its own offsets, so every rank passes the same places");
+             places[4], " of window #", places[3], "; #0: not read by the peers); a call on ",
+             "windows reads its peers at its own offsets, so every rank passes the same places");
   } catch (const Error& e) {
     throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
   }
@@ -207,24 +207,30 @@ void barrierOfTheSamePlaces(coilComm* comm, const std::array<uint64_t, 5>& place
 
 }  // namespace
 
-void enqueueRegisteredAllReduce(coilComm* comm, const CollectiveCall& call,
-                                const RegisteredCall& windows, coilStream_t stream,
-                                const char* what) {
+void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
+                           const RegisteredCall& windows, coilStream_t stream, const char* what) {
   Communicator& c = usable(comm);
   const uint64_t tag = algo::Fingerprint{1, call.kind, call.type, call.op, call.count}.encode();
-  const std::array<uint64_t, 5> places = {tag, windows.send->id, windows.sendOffset,
-                                          windows.recv->id, windows.recvOffset};
+  // Window #0: a buffer the peers do not read, which may be anywhere.
+  const std::array<uint64_t, 5> places = {
+      tag, windows.send ? windows.send->id : 0, windows.send ? windows.sendOffset : 0,
+      windows.recv ? windows.recv->id : 0, windows.recv ? windows.recvOffset : 0};
   const std::string name = what;
-  std::vector<const void*> peerSend, peerRecv;
-  for (int q = 0; q < c.nranks(); ++q) {
-    peerSend.push_back(windows.send->byRank[static_cast<size_t>(q)] + windows.sendOffset);
-    peerRecv.push_back(windows.recv->byRank[static_cast<size_t>(q)] + windows.recvOffset);
+  // Every rank's buffers the peers read, as mapped here; this rank's own
+  // in any case (a program reads its own input or output as a peer's).
+  const size_t rank = static_cast<size_t>(c.rank());
+  std::vector<const void*> peerSend(static_cast<size_t>(c.nranks())), peerRecv(peerSend.size());
+  for (size_t q = 0; q < peerSend.size(); ++q) {
+    if (windows.send) peerSend[q] = windows.send->byRank[q] + windows.sendOffset;
+    if (windows.recv) peerRecv[q] = windows.recv->byRank[q] + windows.recvOffset;
   }
+  peerSend[rank] = call.sendbuff;
+  peerRecv[rank] = call.recvbuff;
   const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
                                          call.op};
   stagedStreamOf(comm).enqueuePhases(
-      algo::registeredAllReducePhases(
-          device, peerSend, peerRecv, c.rank(),
+      algo::registeredPhases(
+          call.kind, device, peerSend, peerRecv, c.rank(),
           [comm, places, name] { barrierOfTheSamePlaces(comm, places, name); },
           [comm, tag, name] { barrierOfTheSameCall(comm, tag, name); }),
       stream, orderOf(comm, c));

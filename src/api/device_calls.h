@@ -74,11 +74,10 @@ void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceR
 void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
                           const char* what);
 
-/// Enqueues an all-reduce whose buffers lie in windows the ranks registered
-/// (api/registered_windows.h, algorithms/registered_allreduce.h) on `stream`.
-void enqueueRegisteredAllReduce(coilComm* comm, const CollectiveCall& call,
-                                const RegisteredCall& windows, coilStream_t stream,
-                                const char* what);
+/// Enqueues a call whose buffers lie in windows the ranks registered
+/// (api/registered_windows.h, algorithms/registered_collectives.h) on `stream`.
+void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
+                           const RegisteredCall& windows, coilStream_t stream, const char* what);
 
 /// True when `call` on a communicator of one rank only copies its input
 /// to its output (a built-in op, or no op): then a device call is one copy

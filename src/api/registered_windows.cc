@@ -249,18 +249,29 @@ std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const Colle
   // place is its own choice, so no rank of such a communicator takes this
   // path (the same answer everywhere).
   if (comm->nranks > device::kChainSourcesPerLaunch) return std::nullopt;
-  if (rw == nullptr || rw->live.empty() || call.kind != algo::CollKind::AllReduce ||
-      call.op >= coilNumOps || use.recvBytes == 0 || use.recvBytes < rw->minBytes)
+  if (rw == nullptr || rw->live.empty()) return std::nullopt;
+  // Which buffers the peers read: an all-reduce both, an all-gather the
+  // outputs, a reduce-scatter the inputs.
+  bool readsInput = false, readsOutput = false;
+  switch (call.kind) {
+    case algo::CollKind::AllReduce: readsInput = readsOutput = true; break;
+    case algo::CollKind::AllGather: readsOutput = true; break;
+    case algo::CollKind::ReduceScatter: readsInput = true; break;
+    default: return std::nullopt;
+  }
+  if (readsInput && call.op >= coilNumOps) return std::nullopt;
+  if (std::max(use.sendBytes, use.recvBytes) < std::max<size_t>(rw->minBytes, 1))
     return std::nullopt;
   RegisteredCall found{nullptr, 0, nullptr, 0};
   for (const auto& w : rw->live) {
     if (!w->mapped()) continue;
-    if (found.send == nullptr)
+    if (readsInput && found.send == nullptr)
       if (auto at = w->offsetOf(use.send, use.sendBytes)) found.send = w.get(), found.sendOffset = *at;
-    if (found.recv == nullptr)
+    if (readsOutput && found.recv == nullptr)
       if (auto at = w->offsetOf(use.recv, use.recvBytes)) found.recv = w.get(), found.recvOffset = *at;
   }
-  if (found.send == nullptr || found.recv == nullptr) return std::nullopt;
+  if ((readsInput && found.send == nullptr) || (readsOutput && found.recv == nullptr))
+    return std::nullopt;
   return found;
 }
 

@@ -1,8 +1,8 @@
 // Windows: device buffers that every rank of a communicator registers
 // together (coilCommWindowRegister, as ncclCommWindowRegister) and every
 // other rank on the host maps, so that an all-reduce on them reads the
-// peers' inputs and outputs where they are, with no copy into a slot
-// (algorithms/registered_allreduce.h runs it).
+// peers' inputs and outputs where they are, with no copy into a slot; so
+// do all-gathers and reduce-scatters (algorithms/registered_collectives.h).
 //
 // Registration is collective. Each rank finds the CUDA allocation holding
 // its buffer and exports it (legacy IPC: cudaIpcGetMemHandle of the
@@ -78,17 +78,20 @@ struct RegisteredWindows {
 void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWindow** win);
 void deregisterWindow(coilComm* comm, coilWindow* win);
 
-/// Where a call's buffers sit in mapped windows.
+/// Where a call's buffers that its peers read sit in mapped windows (null
+/// for a buffer they do not read).
 struct RegisteredCall {
   const coilWindow* send;
   size_t sendOffset;
   const coilWindow* recv;
   size_t recvOffset;
 };
-/// The windows of an all-reduce (built-in op, at least minBytes, not in a
-/// group, at most 8 ranks) whose input and output both lie in mapped
-/// windows; nothing for any other call. Local: the first barrier of the call checks that every
-/// rank found the same (algorithms/registered_allreduce.h).
+/// The windows of a call that runs in place on them: an all-reduce whose
+/// input and output lie in mapped windows, an all-gather whose output
+/// does, a reduce-scatter whose input does (built-in ops, at least
+/// minBytes, not in a group, at most 8 ranks); nothing for any other call.
+/// Local: the first barrier of the call checks that every rank found the
+/// same (algorithms/registered_collectives.h).
 std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const CollectiveCall& call,
                                                const CallBuffers& use);
 

@@ -44,7 +44,7 @@ inline constexpr int kChainSourcesPerLaunch = 8;
 /// kChainSourcesPerLaunch sources (one launch, which reads all of an
 /// element's sources before it writes the element) it may be any one source
 /// exactly: a rank reducing in place its own slice, which is its term q
-/// (algorithms/registered_allreduce.h). It must not overlap a source
+/// (algorithms/registered_collectives.h). It must not overlap a source
 /// otherwise (coilInvalidArgument when it is a source a later launch reads).
 void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
                       coilRedOp_t op, void* stream);

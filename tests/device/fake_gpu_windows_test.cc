@@ -1,18 +1,20 @@
 // Windows (coilCommWindowRegister, api/registered_windows.h) on the fake
 // GPU (fake_device.cc): each rank's buffers registered together, mapped by
 // the others (legacy IPC handles opened through /proc between processes;
-// the address as is between threads), and the all-reduce that reads the
-// peers' buffers in place (algorithms/registered_allreduce.h). Ranks as
-// threads and as processes, over shm and tcp, at awkward sizes and rank
-// counts, in place and out, checked bit for bit against the reference;
-// then the ways registration and calls must fail: different sizes, a bad
-// buffer on one rank, buffers at different places, a buffer that cannot
-// be exported. What this cannot show is CUDA itself: the gpu suite's runs
-// and coil_perf -R 2 do, on a GPU.
+// the address as is between threads), and the all-reduce, all-gather and
+// reduce-scatter that read the peers' buffers in place
+// (algorithms/registered_collectives.h). Ranks as threads and as
+// processes, over shm and tcp, at awkward sizes and rank counts, in place
+// and out, checked bit for bit against the reference; then the ways
+// registration and calls must fail: different sizes, a bad buffer on one
+// rank, buffers at different places, a buffer that cannot be exported.
+// What this cannot show is CUDA itself: the gpu suite's runs and
+// coil_perf -R 2 do, on a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/handle.h"
@@ -100,9 +102,64 @@ void allReduceEveryCase(coilComm_t comm, int rank, int nranks, TwoWindows& w, bo
   device::destroyStream(stream);
 }
 
+// All-gathers and reduce-scatters on windows: only the buffers the peers
+// read are in one (an all-gather's outputs, a reduce-scatter's inputs; the
+// other buffer is a plain device buffer, or in place), every block checked.
+void gatherAndScatterEveryCase(coilComm_t comm, int rank, int nranks, TwoWindows& w,
+                               bool onWindows) {
+  device::Stream stream = device::createStream();
+  constexpr size_t kAt = 64;  // the same place in the windows on every rank
+  for (size_t count : {size_t{1}, size_t{7}, size_t{131}, size_t{1000}})
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? " in place" : ""));
+      const size_t bytes = count * sizeof(int32_t);
+      uint64_t before = comm->windows->callsRun.load();
+
+      // All-gather: block q of every output is rank q's tagged values.
+      uint8_t* gathered = w.outBase() + kAt;
+      DeviceBuffer plainInput(bytes);
+      uint8_t* send = inPlace ? gathered + rank * bytes : plainInput.get();
+      for (size_t i = 0; i < count; ++i) {
+        const int32_t v = rank * 100000 + static_cast<int32_t>(i);
+        std::memcpy(send + i * sizeof v, &v, sizeof v);
+      }
+      ASSERT_EQ(coilAllGather(send, gathered, count, coilInt32, comm, stream), coilSuccess)
+          << coilGetLastError(comm);
+      EXPECT_EQ(comm->windows->callsRun.load() - before, onWindows ? 1u : 0u);
+      device::syncStream(stream);
+      ASSERT_EQ(asyncErrorOf(comm), coilSuccess) << coilGetLastError(comm);
+      for (int q = 0; q < nranks; ++q)
+        for (size_t i = 0; i < count; ++i) {
+          int32_t got = 0;
+          std::memcpy(&got, gathered + q * bytes + i * sizeof got, sizeof got);
+          ASSERT_EQ(got, q * 100000 + static_cast<int32_t>(i)) << "block " << q << " element " << i;
+        }
+
+      // Reduce-scatter, two types and ops, against the reference.
+      for (auto [type, op] : {std::pair{coilFloat32, coilSum}, std::pair{coilBfloat16, coilMax}}) {
+        SCOPED_TRACE(::testing::Message() << nameOf(type) << " " << nameOf(op));
+        const size_t block = count * sizeOf(type);
+        const auto in = makeInput(type, op, rank, nranks, count * nranks);
+        const auto want = makeExpected(type, op, nranks, count * nranks);
+        uint8_t* inputs = w.inBase() + kAt;
+        std::memcpy(inputs, in.data(), block * nranks);
+        DeviceBuffer plainOutput(block);
+        uint8_t* recv = inPlace ? inputs + rank * block : plainOutput.get();
+        before = comm->windows->callsRun.load();
+        ASSERT_EQ(coilReduceScatter(inputs, recv, count, type, op, comm, stream), coilSuccess)
+            << coilGetLastError(comm);
+        EXPECT_EQ(comm->windows->callsRun.load() - before, onWindows ? 1u : 0u);
+        device::syncStream(stream);
+        ASSERT_EQ(asyncErrorOf(comm), coilSuccess) << coilGetLastError(comm);
+        ASSERT_EQ(firstMismatch(type, recv, want.data() + rank * block, count), SIZE_MAX);
+      }
+    }
+  device::destroyStream(stream);
+}
+
 class FakeGpuWindows : public ::testing::TestWithParam<RankSetup> {};
 
-TEST_P(FakeGpuWindows, AllReducesReadThePeersBuffersInPlace) {
+TEST_P(FakeGpuWindows, CollectivesReadThePeersBuffersInPlace) {
   const RankSetup s = GetParam();
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   runRanks(s, [&](coilComm_t comm, int rank) {
@@ -113,12 +170,14 @@ TEST_P(FakeGpuWindows, AllReducesReadThePeersBuffersInPlace) {
     EXPECT_EQ(w.in->mapped(), mapped);
     EXPECT_EQ(w.out->mapped(), mapped);
     allReduceEveryCase(comm, rank, s.nranks, w, mapped);
+    gatherAndScatterEveryCase(comm, rank, s.nranks, w, mapped);
 
     // Deregistered: the same buffers take the other paths, as right.
     ASSERT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
     ASSERT_EQ(coilCommWindowDeregister(comm, w.out), coilSuccess) << coilGetLastError(comm);
     EXPECT_TRUE(comm->windows->live.empty());
     allReduceEveryCase(comm, rank, s.nranks, w, false);
+    gatherAndScatterEveryCase(comm, rank, s.nranks, w, false);
   });
 }
 

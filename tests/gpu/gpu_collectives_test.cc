@@ -199,14 +199,15 @@ void allReduceBody(coilComm_t comm, int rank, int n) {
         }
 }
 
-// All-reduces on windows (coilCommWindowRegister): every type and op, in
-// place and out, at every count. Where CUDA IPC maps the ranks' buffers
-// (every rank a GPU of this host), calls of COIL_PEER_MIN_BYTES and more
-// read the peers' buffers in place (algorithms/registered_allreduce.h); the
-// suite runs with the default minimum and with 1 byte (the peer-window
-// runs' environment).
-void windowAllReduceBody(coilComm_t comm, int rank, int n) {
-  constexpr size_t kWindowBytes = size_t{1} << 20;
+// Calls on windows (coilCommWindowRegister): all-reduces of every type and
+// op, all-gathers (the outputs in a window) and reduce-scatters (the
+// inputs), in place and out, at every count. Where CUDA IPC maps the
+// ranks' buffers (every rank a GPU of this host), calls of
+// COIL_PEER_MIN_BYTES and more read the peers' buffers in place
+// (algorithms/registered_collectives.h); the suite runs with the default
+// minimum and with 1 byte (the peer-window runs' environment).
+void windowCollectivesBody(coilComm_t comm, int rank, int n) {
+  constexpr size_t kWindowBytes = size_t{2} << 20;
   DeviceBuffer memory(2 * kWindowBytes + 256);  // two windows in one allocation
   uint8_t* inBase = memory.get() + 256;
   uint8_t* outBase = inBase + kWindowBytes;
@@ -231,6 +232,41 @@ void windowAllReduceBody(coilComm_t comm, int rank, int n) {
           stream.sync();
           ASSERT_EQ(firstMismatch(t, got.data(), want.data(), count), SIZE_MAX);
         }
+  for (size_t count : kCounts)
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "window count " << count << (inPlace ? " in place" : ""));
+      const size_t bytes = count * 4;
+      {  // all-gather into the output window; in place: my block of it is the input
+        DeviceBuffer plain(tagged(rank, count));
+        const auto mine = tagged(rank, count);
+        if (inPlace)
+          CUDA_OK(cudaMemcpyAsync(outBase + rank * bytes, mine.data(), bytes,
+                                  cudaMemcpyHostToDevice, stream.s));
+        const uint8_t* input = inPlace ? outBase + rank * bytes : plain.get();
+        expectOk(coilAllGather(input, outBase, count, coilInt32, comm, stream.s), comm);
+        std::vector<uint8_t> got(bytes * n);
+        CUDA_OK(cudaMemcpyAsync(got.data(), outBase, got.size(), cudaMemcpyDeviceToHost, stream.s));
+        stream.sync();
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, r * count + i), tagValue(r, i));
+      }
+      {  // reduce-scatter (max) from the input window; in place: the output is my block
+        std::vector<uint8_t> in(bytes * n);
+        for (int b = 0; b < n; ++b) {
+          const auto block = tagged(rank, count, b * count);
+          std::copy(block.begin(), block.end(), in.begin() + static_cast<ptrdiff_t>(b * bytes));
+        }
+        CUDA_OK(cudaMemcpyAsync(inBase, in.data(), in.size(), cudaMemcpyHostToDevice, stream.s));
+        DeviceBuffer plain(bytes);
+        uint8_t* out = inPlace ? inBase + rank * bytes : plain.get();
+        expectOk(coilReduceScatter(inBase, out, count, coilInt32, coilMax, comm, stream.s), comm);
+        std::vector<uint8_t> got(bytes);
+        CUDA_OK(cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, stream.s));
+        stream.sync();
+        for (size_t i = 0; i < count; ++i)  // the largest rank's value wins
+          ASSERT_EQ(at(got, i), tagValue(n - 1, rank * count + i));
+      }
+    }
   coilResult_t async = coilSuccess;
   expectOk(coilCommGetAsyncError(comm, &async), comm);
   EXPECT_EQ(async, coilSuccess) << coilGetLastError(comm);
@@ -414,7 +450,7 @@ void inProcesses(int n, Body body) {
 }
 
 TEST_P(Procs, AllReduceEveryTypeAndOp) { inProcesses(GetParam(), allReduceBody); }
-TEST_P(Procs, AllReduceOnWindows) { inProcesses(GetParam(), windowAllReduceBody); }
+TEST_P(Procs, CollectivesOnWindows) { inProcesses(GetParam(), windowCollectivesBody); }
 TEST_P(Procs, RootedCollectivesFromEveryRoot) { inProcesses(GetParam(), rootedBody); }
 TEST_P(Procs, AllGatherReduceScatterAllToAll) { inProcesses(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Procs, SendRecvBothWaysInAGroup) {
@@ -532,7 +568,7 @@ void inThreads(int n, Body body) {
 }
 
 TEST_P(Threads, AllReduceEveryTypeAndOp) { inThreads(GetParam(), allReduceBody); }
-TEST_P(Threads, AllReduceOnWindows) { inThreads(GetParam(), windowAllReduceBody); }
+TEST_P(Threads, CollectivesOnWindows) { inThreads(GetParam(), windowCollectivesBody); }
 TEST_P(Threads, RootedCollectivesFromEveryRoot) { inThreads(GetParam(), rootedBody); }
 TEST_P(Threads, AllGatherReduceScatterAllToAll) { inThreads(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Threads, SendRecvBothWaysInAGroup) {

@@ -78,21 +78,28 @@ done
 # The windows the application registers (coilCommWindowRegister, coil_perf
 # -R 2): the peers' buffers read in place, against the peer windows' slots
 # (docs/performance.md 4.14: 2.5 S moved a rank instead of 4.5 S at 2 ranks).
-echo "== coil_perf -P 2 and 4 --memory device, 1-64 MiB: peer windows (-R 0), registered windows (-R 2), twice"
+echo "== coil_perf -P 2 (twice) and 4 --memory device, 1-64 MiB: peer windows (-R 0), registered windows (-R 2)"
 for n in 2 4; do
-  for reg in 0 2 0 2; do
+  regs="0 2 0 2"; [ $n = 4 ] && regs="0 2"
+  for reg in $regs; do
     echo "-- P=$n -R $reg"
     COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 1M -e 64M -f 4 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1
     cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
     grep -m1 -E "window #[0-9]+ .*(in place|not mapped)" "$OUT/perf-peer.tmp"
   done
 done
+echo "== coil_perf -P 2 --memory device -C allgather,reducescatter, 1-64 MiB: staged (-R 0) vs windows (-R 2)"
+for reg in 0 2; do
+  echo "-- -R $reg"
+  t timeout 25 ./benchmarks/perf/coil_perf -P 2 -C allgather,reducescatter -b 1M -e 64M -f 8 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1
+  cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
+done
 # What a usable GPU costs the host path: with a device, every call asks
 # CUDA which memory its buffers are (cudaPointerGetAttributes, twice);
 # CUDA_VISIBLE_DEVICES= hides the device, and kindOf answers "host" without
 # CUDA. Same binary, alternating.
-echo "== host buffers, 8 B-1 KiB, -P 2: GPU visible vs hidden (CUDA_VISIBLE_DEVICES=), twice"
-for v in visible hidden visible hidden; do
+echo "== host buffers, 8 B-1 KiB, -P 2: GPU visible vs hidden (CUDA_VISIBLE_DEVICES=)"
+for v in visible hidden; do
   echo "-- GPU $v"
   ( [ $v = hidden ] && export CUDA_VISIBLE_DEVICES=
     t timeout 20 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 1K -f 4 --memory host -c 1 -n 5000 -w 500 -T 20 > "$OUT/perf-host.tmp" 2>&1 )

@@ -1,4 +1,4 @@
-#include "algorithms/registered_allreduce.h"
+#include "algorithms/registered_collectives.h"
 
 #include <algorithm>
 #include <utility>
@@ -15,7 +15,7 @@ namespace {
 using device::Stream;
 using Phase = PhaseRecorder::Phase;
 
-// The vocabulary of window_programs.h for the direct program: slot 0 of
+// The vocabulary of window_programs.h for the direct programs: slot 0 of
 // rank q is its input, slot 1 its output, both mapped here. GPU work
 // gathers until a wait, which closes a phase with a host barrier (the
 // first one with the caller's first barrier). Offsets and counts are in
@@ -41,12 +41,13 @@ class DeviceDirectExecutor {
   void joined() {}
   void done() {}
 
-  void reduceToOutput(int slot, size_t at, size_t out, size_t n, OwnTerm, bool) {
-    if (slot != 0) fail(coilInternalError, "direct all-reduce: a reduction of outputs");
+  void reduceToOutput(int slot, size_t at, size_t out, size_t n, OwnTerm own, bool) {
+    if (slot != 0) fail(coilInternalError, "direct program: a reduction of outputs");
     const int nranks = static_cast<int>(peerSend_.size());
     std::vector<const void*> terms;
     for (int q = 0; q < nranks; ++q)
-      terms.push_back(q == rank_ ? offsetBy(call_.sendbuff, out) : offsetBy(peerSend_[q], at));
+      terms.push_back(q == rank_ && own == OwnTerm::kInput ? offsetBy(call_.sendbuff, out)
+                                                           : slotAt(q, 0, at));
     void* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
     const DeviceAllReduceCall c = call_;
     // In place, dst is this rank's own term: one chain launch reads all of
@@ -58,22 +59,32 @@ class DeviceDirectExecutor {
   }
 
   void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {
-    if (slot != 1) fail(coilInternalError, "direct all-reduce: a copy of an input");
     void* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
-    const void* src = offsetBy(peerRecv_[static_cast<size_t>(owner)], at);
+    const void* src = slotAt(owner, slot, at);
     const size_t bytes = n * esize_;
+    if (src == dst) return;  // an all-gather's own block, in place
     phases_.gpu([=](Stream s) { device::copyAsync(dst, src, bytes, s); });
   }
 
   // Not in the direct program's vocabulary.
-  void put(int, size_t, size_t, size_t, bool) { fail(coilInternalError, "direct: put"); }
-  void reduceToSlot(int, size_t, int, size_t, size_t) { fail(coilInternalError, "direct: slot"); }
+  void put(int, size_t, size_t, size_t, bool) { fail(coilInternalError, "direct program: put"); }
+  void reduceToSlot(int, size_t, int, size_t, size_t) {
+    fail(coilInternalError, "direct program: reduceToSlot");
+  }
 
   std::vector<Phase> takePhases() { return phases_.take(); }
 
  private:
   const void* offsetBy(const void* base, size_t elems) const {
     return static_cast<const uint8_t*>(base) + elems * esize_;
+  }
+  // Rank q's input (slot 0) or output (slot 1) at `elems`, as mapped here.
+  const void* slotAt(int q, int slot, size_t elems) const {
+    const void* base = (slot == 0 ? peerSend_ : peerRecv_)[static_cast<size_t>(q)];
+    if (base == nullptr)
+      fail(coilInternalError, "direct program: rank ", q, "'s ", slot == 0 ? "input" : "output",
+           " is not mapped");
+    return offsetBy(base, elems);
   }
 
   const DeviceAllReduceCall call_;
@@ -87,20 +98,26 @@ class DeviceDirectExecutor {
 
 }  // namespace
 
-std::vector<Phase> registeredAllReducePhases(const DeviceAllReduceCall& call,
-                                             const std::vector<const void*>& peerSend,
-                                             const std::vector<const void*>& peerRecv, int rank,
-                                             std::function<void()> firstBarrier,
-                                             std::function<void()> barrier) {
+std::vector<Phase> registeredPhases(CollKind kind, const DeviceAllReduceCall& call,
+                                    const std::vector<const void*>& peerSend,
+                                    const std::vector<const void*>& peerRecv, int rank,
+                                    std::function<void()> firstBarrier,
+                                    std::function<void()> barrier) {
   const int nranks = static_cast<int>(peerSend.size());
   if (nranks < 2 || peerRecv.size() != peerSend.size() || rank < 0 || rank >= nranks)
-    fail(coilInternalError, "registered all-reduce: ", peerSend.size(), " inputs and ",
-         peerRecv.size(), " outputs for rank ", rank);
+    fail(coilInternalError, "registered ", collName(kind), ": ", peerSend.size(),
+         " inputs and ", peerRecv.size(), " outputs for rank ", rank);
   const size_t esize = reduce::typeSize(call.type);
   DeviceDirectExecutor executor(call, peerSend, peerRecv, rank, std::move(firstBarrier),
                                 std::move(barrier));
-  windowDirectProgram(executor, {rank, nranks, call.count,
-                                 std::max<size_t>(1, kDeviceSliceAlignBytes / esize), 0, false});
+  const WindowShape shape{rank, nranks, call.count,
+                          std::max<size_t>(1, kDeviceSliceAlignBytes / esize), 0, false};
+  switch (kind) {
+    case CollKind::AllReduce: windowDirectProgram(executor, shape); break;
+    case CollKind::AllGather: windowDirectAllGatherProgram(executor, shape); break;
+    case CollKind::ReduceScatter: windowDirectReduceScatterProgram(executor, shape); break;
+    default: fail(coilInternalError, "no registered program for ", collName(kind));
+  }
   return executor.takePhases();
 }
 
