@@ -47,17 +47,7 @@ class DeviceWindowExecutor {
     std::vector<const void*> terms;
     for (int q = 0; q < nranks_; ++q)
       terms.push_back(q == rank_ ? input() + in * esize_ : slotOf(q, from) + at * esize_);
-    const DeviceAllReduceCall c = call_;
-    const int nranks = nranks_;
-    const size_t bytes = n * esize_;
-    gpu([=](Stream s) {
-      // x0 ⊕ x1 ⊕ ... in rank order, as every executor of the program does:
-      // one pass over the n terms (device_reduce.h), not n - 1 pairwise
-      // kernels that write and re-read the partial sums.
-      if (nranks == 1) device::copyAsync(dst, terms[0], bytes, s);
-      else device::reduceChainAsync(dst, terms.data(), nranks, n, c.type, c.op, s);
-      if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
-    });
+    phases_.reduceTerms(dst, std::move(terms), n, call_.type, call_.op);
   }
 
   void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {

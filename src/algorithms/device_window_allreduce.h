@@ -10,9 +10,9 @@
 // one chain kernel over the n terms in mapped peer memory, in rank order,
 // so the bits are the host engine's: device::reduceChainAsync) and each
 // wait into a host step: a barrier of the communicator's host engine, run
-// by device::StagedStream between the stream's phases. No kernel waits for another rank's kernel, which on one
-// GPU shared by processes without MPS would be a deadlock (the GPU runs
-// one context at a time). Per piece of at most a slot's bytes:
+// by device::StagedStream between the stream's phases. No kernel waits for
+// another rank's kernel, which on one GPU shared by processes without MPS
+// would be a deadlock (the GPU runs one context at a time). Per piece of at most a slot's bytes:
 //
 //   put the other ranks' slices of my input into my slot a    | barrier
 //   reduce my slice from every rank's slot a into my slot b   | barrier

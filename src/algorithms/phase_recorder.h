@@ -9,7 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "device/device.h"
+#include "device/device_reduce.h"
 #include "device/staged_stream.h"
+#include "reduce/reduce.h"
 
 namespace coil::algo {
 
@@ -29,6 +32,20 @@ class PhaseRecorder {
       };
     pending_.clear();
     phases_.push_back({std::move(onStream), std::move(hostStep)});
+  }
+  /// Queues dst = fin(x0 ⊕ x1 ⊕ … ⊕ x(n-1)) over `count` elements: one chain
+  /// kernel over the terms in rank order, as every executor of a window
+  /// program reduces (device_reduce.h: not n - 1 pairwise kernels that write
+  /// and re-read the partial sums), then coilAvg's division; one term is a
+  /// copy.
+  void reduceTerms(void* dst, std::vector<const void*> terms, size_t count, coilDataType_t type,
+                   coilRedOp_t op) {
+    gpu([=, terms = std::move(terms)](device::Stream s) {
+      const int n = static_cast<int>(terms.size());
+      if (n == 1) device::copyAsync(dst, terms[0], count * reduce::typeSize(type), s);
+      else device::reduceChainAsync(dst, terms.data(), n, count, type, op, s);
+      if (op == coilAvg) device::divideAsync(dst, dst, count, type, n, s);
+    });
   }
   size_t phasesClosed() const { return phases_.size(); }
   std::vector<Phase> take() { return std::move(phases_); }

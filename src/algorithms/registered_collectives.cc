@@ -48,14 +48,10 @@ class DeviceDirectExecutor {
     for (int q = 0; q < nranks; ++q)
       terms.push_back(q == rank_ && own == OwnTerm::kInput ? offsetBy(call_.sendbuff, out)
                                                            : slotAt(q, 0, at));
-    void* dst = static_cast<uint8_t*>(call_.recvbuff) + out * esize_;
-    const DeviceAllReduceCall c = call_;
     // In place, dst is this rank's own term: one chain launch reads all of
     // an element's terms before it writes it (device_reduce.h).
-    phases_.gpu([=](Stream s) {
-      device::reduceChainAsync(dst, terms.data(), nranks, n, c.type, c.op, s);
-      if (c.op == coilAvg) device::divideAsync(dst, dst, n, c.type, nranks, s);
-    });
+    phases_.reduceTerms(static_cast<uint8_t*>(call_.recvbuff) + out * esize_, std::move(terms), n,
+                        call_.type, call_.op);
   }
 
   void copyOut(int owner, int slot, size_t at, size_t out, size_t n) {

@@ -18,9 +18,10 @@
 // one-shots, as it does for COIL_ALGO and the tuner: its entry holds the
 // window program and, as its form without a window, the FIFO program; the
 // driver runs the first where the ranks share a window (one host), the
-// second where they do not (across hosts, or COIL_SHM_WINDOW=0). One more
-// window program, "registered" (the direct program), runs only on device
-// buffers registered as windows (deviceWindowsOnly).
+// second where they do not (across hosts, or COIL_SHM_WINDOW=0). The
+// "registered" programs of all-reduce, all-gather and reduce-scatter (the
+// direct programs) run only on device buffers registered as windows
+// (deviceWindowsOnly).
 #pragma once
 
 #include <string_view>

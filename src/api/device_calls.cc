@@ -2,7 +2,9 @@
 
 #include <array>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "api/guard.h"
 #include "algorithms/registered_collectives.h"
@@ -136,21 +138,37 @@ void enqueueOnStream(coilComm* comm, const std::vector<device::DeviceRange>& ran
 
 namespace {
 
-// What every rank's host step of a peer all-reduce checks: that all ranks
-// run the same call. The step is a barrier that also compares the call's
-// fingerprint (algorithms/fingerprint.h: kind, datatype, op, count), as
-// the largest and smallest over the ranks, in one all-reduce: ranks that
+// What every rank's host step of a call on the peers' device memory
+// checks: that all ranks run the same call. The step is a barrier that also
+// compares values[0], the call's fingerprint (algorithms/fingerprint.h:
+// kind, datatype, op, count), and for windows where each rank's buffers sit
+// (values[1..4]: window and offset of the input, then of the output), as
+// the largest and smallest over the ranks, in one all-reduce. Ranks that
 // disagree would otherwise run different numbers of phases over each
-// other's slots.
-void barrierOfTheSameCall(coilComm* comm, uint64_t tag, const std::string& name) {
+// other's slots, or read their peers at the wrong places; they fail before
+// anyone reads.
+void barrierOfTheSameCall(coilComm* comm, std::span<const uint64_t> values,
+                          const std::string& name) {
   try {
-    uint64_t mine[2] = {tag, ~tag}, most[2] = {0, 0};
-    usable(comm).collective({algo::CollKind::AllReduce, mine, most, 2, coilUint64, coilMax, 0});
-    const uint64_t largest = most[0], smallest = ~most[1];
+    const size_t n = values.size();
+    std::vector<uint64_t> mine(2 * n), most(2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      mine[i] = values[i];
+      mine[n + i] = ~values[i];
+    }
+    usable(comm).collective(
+        {algo::CollKind::AllReduce, mine.data(), most.data(), 2 * n, coilUint64, coilMax, 0});
+    const uint64_t tag = values[0], largest = most[0], smallest = ~most[n];
     if (largest != smallest)
       fail(coilInvalidUsage, "the ranks called it with different arguments (",
            algo::explainMismatch(largest != tag ? largest : smallest, tag),
            "); every rank must make the same calls");
+    for (size_t i = 1; i < n; ++i)
+      if (most[i] != ~most[n + i])
+        fail(coilInvalidUsage, "the ranks' buffers sit at different places in their windows ",
+             "(here: input at byte ", values[2], " of window #", values[1], ", output at byte ",
+             values[4], " of window #", values[3], "; #0: not read by the peers); a call on ",
+             "windows reads its peers at its own offsets, so every rank passes the same places");
   } catch (const Error& e) {
     throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
   }
@@ -163,7 +181,9 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
   Communicator& c = usable(comm);
   const PeerWindows& pw = *comm->peerWindows;
   const uint64_t tag = algo::Fingerprint{0, call.kind, call.type, call.op, call.count}.encode();
-  auto barrier = [comm, tag, name = std::string(what)] { barrierOfTheSameCall(comm, tag, name); };
+  auto barrier = [comm, tag, name = std::string(what)] {
+    barrierOfTheSameCall(comm, std::span(&tag, 1), name);
+  };
   const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
                                          call.op};
   stagedStreamOf(comm).enqueuePhases(
@@ -171,41 +191,6 @@ void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream
                                         std::move(barrier)),
       stream, orderOf(comm, c));
 }
-
-namespace {
-
-// The first host step of a call on windows: the barrier after which
-// every rank's input is ready, comparing the call and where each rank's
-// buffers sit in which window (the largest and smallest of each, in one
-// all-reduce). A rank reads its peers at its own offsets, so they must be
-// the same everywhere; ranks that disagree fail before anyone reads.
-void barrierOfTheSamePlaces(coilComm* comm, const std::array<uint64_t, 5>& places,
-                            const std::string& name) {
-  try {
-    std::array<uint64_t, 10> mine{}, most{};
-    for (size_t i = 0; i < places.size(); ++i) {
-      mine[i] = places[i];
-      mine[places.size() + i] = ~places[i];
-    }
-    usable(comm).collective(
-        {algo::CollKind::AllReduce, mine.data(), most.data(), 10, coilUint64, coilMax, 0});
-    const uint64_t largestTag = most[0], smallestTag = ~most[5];
-    if (largestTag != smallestTag)
-      fail(coilInvalidUsage, "the ranks called it with different arguments (",
-           algo::explainMismatch(largestTag != places[0] ? largestTag : smallestTag, places[0]),
-           "); every rank must make the same calls");
-    for (size_t i = 1; i < places.size(); ++i)
-      if (most[i] != ~most[5 + i])
-        fail(coilInvalidUsage, "the ranks' buffers sit at different places in their windows ",
-             "(here: input at byte ", places[2], " of window #", places[1], ", output at byte ",
-             places[4], " of window #", places[3], "; #0: not read by the peers); a call on ",
-             "windows reads its peers at its own offsets, so every rank passes the same places");
-  } catch (const Error& e) {
-    throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
-  }
-}
-
-}  // namespace
 
 void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
                            const RegisteredCall& windows, coilStream_t stream, const char* what) {
@@ -231,8 +216,8 @@ void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
   stagedStreamOf(comm).enqueuePhases(
       algo::registeredPhases(
           call.kind, device, peerSend, peerRecv, c.rank(),
-          [comm, places, name] { barrierOfTheSamePlaces(comm, places, name); },
-          [comm, tag, name] { barrierOfTheSameCall(comm, tag, name); }),
+          [comm, places, name] { barrierOfTheSameCall(comm, places, name); },
+          [comm, tag, name] { barrierOfTheSameCall(comm, std::span(&tag, 1), name); }),
       stream, orderOf(comm, c));
   comm->windows->callsRun.fetch_add(1, std::memory_order_relaxed);
 }

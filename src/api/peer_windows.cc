@@ -27,12 +27,6 @@ constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;
 // its own by then is stuck or gone.
 constexpr int64_t kExchangeMs = 60'000;
 
-bool everyRankAgrees(Communicator& c, bool mine) {
-  int32_t yes = mine ? 1 : 0, all = 0;
-  c.collective({algo::CollKind::AllReduce, &yes, &all, 1, coilInt32, coilMin, 0});
-  return all == 1;
-}
-
 // Rank 0's values, on every rank: settings the ranks must share.
 void fromRankZero(Communicator& c, uint64_t* values, size_t count) {
   std::vector<uint64_t> out(count);
@@ -84,8 +78,7 @@ Settings rankZerosSettings(Communicator& c) {
   uint64_t values[4] = {
       static_cast<uint64_t>(env::getInt("COIL_PEER_WINDOW_BYTES", 0, int64_t{16} << 30)
                                 .value_or(kDefaultSlotBytes)),
-      static_cast<uint64_t>(
-          env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes)),
+      static_cast<uint64_t>(peerMinBytesHere()),
       std::random_device{}() * uint64_t{0x100000001} ^ static_cast<uint64_t>(::getpid()),
       static_cast<uint64_t>(sharingAsked())};
   fromRankZero(c, values, 4);
@@ -233,6 +226,17 @@ void attach(coilComm* comm, std::unique_ptr<PeerWindows> pw) {
 }
 
 }  // namespace
+
+bool everyRankAgrees(Communicator& c, bool mine) {
+  int32_t yes = mine ? 1 : 0, all = 0;
+  c.collective({algo::CollKind::AllReduce, &yes, &all, 1, coilInt32, coilMin, 0});
+  return all == 1;
+}
+
+size_t peerMinBytesHere() {
+  return static_cast<size_t>(
+      env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes));
+}
 
 void PeerWindows::unmap() noexcept {
   for (device::SharedMemory& m : mappings) device::freeShared(m);

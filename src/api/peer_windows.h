@@ -35,6 +35,7 @@
 struct coilComm;
 
 namespace coil {
+class Communicator;
 struct CollectiveCall;
 }
 
@@ -57,6 +58,16 @@ struct PeerWindows {
 /// At init, on every rank, once the communicator is connected: collective.
 /// Leaves comm->peerWindows null where the windows are not used.
 void attachPeerWindows(coilComm* comm);
+
+/// True on every rank when `mine` is true on every rank (an all-reduce of
+/// the communicator's host engine): how the ranks agree on a way to share
+/// device memory.
+bool everyRankAgrees(Communicator& c, bool mine);
+
+/// This rank's COIL_PEER_MIN_BYTES (default 256 KiB): device calls of at
+/// least this size read the peers' memory. Rank 0's value counts; the
+/// callers broadcast or all-gather it.
+size_t peerMinBytesHere();
 
 /// True when `call` (on device buffers, outside a group) runs on the peer
 /// windows: an all-reduce with a built-in op of at least minBytes. The same

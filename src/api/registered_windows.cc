@@ -13,14 +13,11 @@
 #include "api/device_calls.h"
 #include "api/guard.h"
 #include "comm/host_identity.h"
-#include "core/env.h"
 #include "core/log.h"
 #include "device/device_reduce.h"
 
 namespace coil::api {
 namespace {
-
-constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;  // as the peer windows'
 
 // The peers' allocations this process has opened, each once: CUDA maps an
 // allocation once per process (a second cudaIpcOpenMemHandle of it fails),
@@ -130,12 +127,6 @@ void unmap(coilWindow* w) noexcept {
   w->byRank.clear();
 }
 
-bool everyRankAgrees(Communicator& c, bool mine) {
-  int32_t yes = mine ? 1 : 0, all = 0;
-  c.collective({algo::CollKind::AllReduce, &yes, &all, 1, coilInt32, coilMin, 0});
-  return all == 1;
-}
-
 }  // namespace
 
 void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWindow** win) {
@@ -148,8 +139,7 @@ void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWind
   mine.pid = ::getpid();
   mine.address = reinterpret_cast<uintptr_t>(buff);
   mine.bytes = size;
-  mine.minBytes = static_cast<uint64_t>(
-      env::getInt("COIL_PEER_MIN_BYTES", 0, INT64_MAX).value_or(kDefaultMinBytes));
+  mine.minBytes = peerMinBytesHere();
   mine.device = comm->device;
   const std::string refusal = refusalOf(comm, buff, size, flags, win);
   std::string exportWhy;
@@ -206,7 +196,7 @@ void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWind
     }
   }
   if (why.empty()) {
-    COIL_INFO(kInit, "window #", w->id, " (", size, " bytes): all-reduces of ", rw.minBytes,
+    COIL_INFO(kInit, "window #", w->id, " (", size, " bytes): calls of ", rw.minBytes,
               " bytes and more on it read the peers' buffers in place");
   } else {
     unmap(w.get());

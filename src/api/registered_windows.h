@@ -69,7 +69,7 @@ struct RegisteredWindows {
   std::vector<std::unique_ptr<coilWindow>> live;
   uint32_t nextId = 1;
   size_t minBytes = 0;  // rank 0's COIL_PEER_MIN_BYTES, at the latest registration
-  std::atomic<uint64_t> callsRun{0};  // all-reduces enqueued on windows (for tests)
+  std::atomic<uint64_t> callsRun{0};  // calls enqueued on windows (for tests)
 };
 
 /// coilCommWindowRegister / coilCommWindowDeregister (collective). A rank

@@ -367,13 +367,17 @@ SharedMemory allocIpc(size_t bytes) {
   return newSegment(bytes, SharedMemory::Kind::kIpcOwn, "allocIpc");
 }
 
-IpcHandle ipcHandleOf(const SharedMemory& memory) {
-  const FakeIpcHandle h{{'c', 'o', 'i', 'l', 'f', 'a', 'k', 'e'},
-                        static_cast<int32_t>(getpid()),
-                        static_cast<int32_t>(memory.handle)};
+// The handle of this process's segment behind descriptor `fd`.
+IpcHandle handleOfSegment(int fd) {
+  const FakeIpcHandle h{{'c', 'o', 'i', 'l', 'f', 'a', 'k', 'e'}, static_cast<int32_t>(getpid()),
+                        static_cast<int32_t>(fd)};
   IpcHandle out;
   std::memcpy(out.bytes.data(), &h, sizeof h);
   return out;
+}
+
+IpcHandle ipcHandleOf(const SharedMemory& memory) {
+  return handleOfSegment(static_cast<int>(memory.handle));
 }
 
 SharedMemory openIpc(const IpcHandle& handle, size_t bytes) {
@@ -405,9 +409,7 @@ IpcRange ipcRangeOf(const void* ptr, size_t bytes) {
   out.allocationBytes = it->second.bytes;
   if (out.offset + bytes > out.allocationBytes)
     fail(coilInvalidArgument, "[", ptr, ", +", bytes, " bytes) runs past the end of its allocation");
-  const FakeIpcHandle h{{'c', 'o', 'i', 'l', 'f', 'a', 'k', 'e'},
-                        static_cast<int32_t>(getpid()), static_cast<int32_t>(it->second.fd)};
-  std::memcpy(out.handle.bytes.data(), &h, sizeof h);
+  out.handle = handleOfSegment(it->second.fd);
   return out;
 }
 
@@ -427,8 +429,8 @@ void reduceAsync(void* dst, const void* a, const void* b, size_t count, coilData
 }
 
 // The chain as its definition says: reduceAsync's pairs in order, into a
-// buffer of its own when dst is a later source (which a GPU's one launch
-// reads before it writes; the pairs here would not).
+// buffer of its own, since dst may be a later source (which a GPU's one
+// launch reads before it writes; the pairs in dst would not).
 void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, coilDataType_t type,
                       coilRedOp_t op, void* stream) {
   checkChainArguments(dst, src, n, "reduceChainAsync");
