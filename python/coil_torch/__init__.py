@@ -13,8 +13,9 @@ stream that waits for the current one, returns at once, and work.wait()
 makes the current stream, not the host, wait for it) and coil moves the
 bytes through its device path (pinned staging). tests/torch/test_cuda.py
 has passed on one H100 with 1, 2 and 4 ranks; DDP and FSDP at scale on GPUs
-have not run. Point-to-point (send/recv) and sparse all-reduce take CPU
-tensors only.
+have not run. Point-to-point (send/recv, batch_isend_irecv) on CUDA tensors
+goes through pinned host memory in the streams' order (new, not yet run on a
+GPU). Sparse all-reduce takes CPU tensors only.
 
 The native part is the extension module ``_coil_torch_ext`` built by Meson
 (src/torch). It is looked for, in order, in:

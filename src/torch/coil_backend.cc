@@ -78,8 +78,12 @@ void CoilBackend::failCollectedBatch(const char* how) {
   // A batch still being collected never reaches the queue: fail its members
   // (the caller's endCoalescing then finds it empty).
   std::exception_ptr error = closedError(how);
-  for (const BatchEntry& e : batch_) e.work->complete(error);
+  for (const BatchEntry& e : batch_) {
+    e.work->setInOpenBatch(false);
+    e.work->complete(error);
+  }
   batch_.clear();
+  batchCuda_ = nullptr;
 }
 
 void CoilBackend::shutdown() {
@@ -140,10 +144,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
         TORCH_CHECK(!t.defined() || t.device() == first->device(), "coil backend: ",
                     c10d::opTypeToString(type), ": all tensors must be on one device, got ",
                     first->device().str(), " and ", t.device().str());
-    TORCH_CHECK(!coalescing_, "coil backend: CUDA tensors inside a coalesced batch "
-                "(startCoalescing/endCoalescing) are not supported yet; issue the operations "
-                "on their own, or use the *_coalesced collectives");
     const c10::Device device = first->device();
+    if (coalescing_)
+      return collectCudaCollective(type, std::move(outputs), std::move(body), std::move(inputs),
+                                   device);
     auto work = newWork(type, std::move(outputs), std::move(body));
     work->setCudaOp(std::make_shared<CudaOp>(device, sideStreams_.forDevice(device)),
                     std::move(inputs));
@@ -151,7 +155,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
     return work;
   }
   if (coalescing_) {
+    TORCH_CHECK(!batchCuda_, "coil backend: ", c10d::opTypeToString(type), ": CPU and CUDA "
+                "collectives in one coalesced batch are not supported; end the batch between them");
     auto work = newWork(type, std::move(outputs), nullptr);
+    work->setInOpenBatch(true);
     BatchEntry e;
     e.work = work;
     e.body = std::move(body);
@@ -164,11 +171,42 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> CoilBackend::collectCudaCollective(
+    c10d::OpType type, std::vector<at::Tensor> outputs, CoilWork::Body body,
+    std::vector<at::Tensor> inputs, const c10::Device& device) {
+  const std::string op = c10d::opTypeToString(type);
+  for (const BatchEntry& e : batch_) {
+    TORCH_CHECK(!e.isP2p || !e.tensor.is_cuda(), "coil backend: ", op, ": CUDA collectives and "
+                "CUDA sends or receives in one coalesced batch are not supported; end the batch "
+                "between them");
+    TORCH_CHECK(e.isP2p || batchCuda_, "coil backend: ", op, ": CPU and CUDA collectives in one "
+                "coalesced batch are not supported; end the batch between them");
+  }
+  if (!batchCuda_) {
+    batchCuda_ = std::make_shared<CudaOp>(device, sideStreams_.forDevice(device));
+  } else {
+    TORCH_CHECK(batchCuda_->device() == device, "coil backend: ", op, ": the CUDA collectives "
+                "of one coalesced batch must be on one device, got ",
+                batchCuda_->device().str(), " and ", device.str());
+    batchCuda_->recordInputsReady();  // the batch runs after this call's inputs too
+  }
+  auto work = newWork(type, std::move(outputs), nullptr);
+  work->setCudaOp(batchCuda_, {});
+  work->setInOpenBatch(true);
+  BatchEntry e;
+  e.work = work;
+  e.body = std::move(body);
+  e.inputs = std::move(inputs);
+  batch_.push_back(std::move(e));
+  return work;
+}
+
 void CoilBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "coil backend: startCoalescing called twice without endCoalescing");
   commRef();  // raises if shut down
   coalescing_ = true;
   batch_.clear();
+  batchCuda_ = nullptr;
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
@@ -176,6 +214,9 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
   coalescing_ = false;
   std::vector<BatchEntry> batch;
   batch.swap(batch_);
+  std::shared_ptr<CudaOp> batchCuda = std::move(batchCuda_);
+  batchCuda_ = nullptr;
+  for (const BatchEntry& e : batch) e.work->setInOpenBatch(false);
   if (batch.empty()) {
     // Nothing to run; torch also brackets abort() like this, so do not
     // insist on a live communicator.
@@ -205,7 +246,21 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
     else hasCollectives = true;
   }
   if (hasCollectives) ++parts;
-  auto latch = std::make_shared<CompletionLatch>(work, parts);
+  // With CUDA collectives, the batch's end is theirs (recorded on the side
+  // stream after they ran). With CUDA sends or receives (all on one device,
+  // postPointToPoint), it is recorded on their side stream after the last of
+  // their copies there. Either way wait() makes the current stream wait.
+  std::function<void()> recordEnd;
+  if (batchCuda) work->setCudaOp(batchCuda, {});
+  for (const BatchEntry& e : batch) {
+    if (batchCuda) break;
+    if (!e.isP2p || !e.tensor.is_cuda()) continue;
+    auto end = std::make_shared<CudaOp>(e.tensor.device(), p2p_->sideStream(e.tensor.device()));
+    work->setCudaOp(end, {});
+    recordEnd = [end] { end->run([] {}, {}); };
+    break;
+  }
+  auto latch = std::make_shared<CompletionLatch>(work, parts, std::move(recordEnd));
   std::vector<BatchEntry> collectives;
   for (BatchEntry& e : batch) {
     if (!e.isP2p) {
@@ -219,22 +274,42 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
       p2p_->recv(e.work, e.tensor, e.peer, e.tag);
   }
   if (hasCollectives) {
-    auto part = newWork(c10d::OpType::COALESCED, {}, [collectives = std::move(collectives)]() {
-      size_t next = 0;  // first member not yet completed
-      try {
-        for (; next < collectives.size(); ++next) {
-          if (collectives[next].body) collectives[next].body();
-          collectives[next].work->complete(nullptr);
-        }
-      } catch (...) {
-        for (size_t i = next; i < collectives.size(); ++i)
-          collectives[i].work->complete(std::current_exception());
-        throw;
-      }
+    // The members complete once the part has, not as each body returns: a
+    // CUDA member's wait() needs the part's end on the side stream, which
+    // CudaOp::run records after the last body.
+    std::vector<c10::intrusive_ptr<CoilWork>> members;
+    std::vector<CoilWork::Body> bodies;
+    std::vector<at::Tensor> touched;  // CUDA: marked as used on the side stream
+    for (BatchEntry& e : collectives) {
+      members.push_back(e.work);
+      bodies.push_back(std::move(e.body));
+      if (!batchCuda) continue;
+      for (const at::Tensor& t : e.work->result()) touched.push_back(t);
+      for (const at::Tensor& t : e.inputs) touched.push_back(t);
+    }
+    auto ran = std::make_shared<size_t>(0);  // bodies that returned
+    auto part = newWork(c10d::OpType::COALESCED, {}, [bodies = std::move(bodies), ran]() {
+      for (; *ran < bodies.size(); ++*ran)
+        if (bodies[*ran]) bodies[*ran]();
     });
-    part->setOnComplete([latch](std::exception_ptr error) { latch->arrive(error); });
+    if (batchCuda) part->setCudaOp(batchCuda, std::move(touched));
+    part->setOnComplete(
+        [latch, members = std::move(members), ran](std::exception_ptr error) {
+          for (size_t i = 0; i < members.size(); ++i)
+            members[i]->complete(i < *ran ? nullptr : error);
+          latch->arrive(error);
+        });
     queue_->push(part);
   }
+  return work;
+}
+
+c10::intrusive_ptr<CoilWork> CoilBackend::newPointToPointWork(c10d::OpType type,
+                                                              const at::Tensor& tensor) {
+  auto work = newWork(type, std::vector<at::Tensor>{tensor}, nullptr);
+  if (tensor.is_cuda())
+    work->setCudaOp(std::make_shared<CudaOp>(tensor.device(), p2p_->sideStream(tensor.device())),
+                    {});
   return work;
 }
 
@@ -242,11 +317,21 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::postPointToPoint(bool isSend,
                                                                 const at::Tensor& tensor,
                                                                 int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
-  checkHostTensor(tensor, name);
+  checkDenseTensor(tensor, name);
   checkRank(peer, size_, name, isSend ? "destination rank" : "source rank");
   const c10d::OpType type = isSend ? c10d::OpType::SEND : c10d::OpType::RECV;
   if (coalescing_) {
-    auto work = newWork(type, std::vector<at::Tensor>{tensor}, nullptr);
+    TORCH_CHECK(!tensor.is_cuda() || !batchCuda_, "coil backend: ", name, ": CUDA collectives "
+                "and CUDA sends or receives in one coalesced batch are not supported; end the "
+                "batch between them");
+    for (const BatchEntry& e : batch_)
+      TORCH_CHECK(!e.isP2p || !tensor.is_cuda() || !e.tensor.is_cuda() ||
+                      e.tensor.device() == tensor.device(),
+                  "coil backend: ", name, ": the CUDA tensors of one batch of sends and "
+                  "receives must be on one device, got ", e.tensor.device().str(), " and ",
+                  tensor.device().str());
+    auto work = newPointToPointWork(type, tensor);
+    work->setInOpenBatch(true);
     BatchEntry e;
     e.work = work;
     e.isP2p = true;
@@ -258,7 +343,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::postPointToPoint(bool isSend,
     return work;
   }
   commRef();  // raises if shut down
-  auto work = newWork(type, std::vector<at::Tensor>{tensor}, nullptr);
+  auto work = newPointToPointWork(type, tensor);
   if (isSend)
     p2p_->send(work, tensor, peer, tag);
   else
@@ -281,10 +366,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::recv(std::vector<at::Tensor>& tensor
 c10::intrusive_ptr<c10d::Work> CoilBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                           int tag) {
   TORCH_CHECK(tensors.size() == 1, "coil backend: recv takes one tensor, got ", tensors.size());
-  checkHostTensor(tensors[0], "recv");
+  checkDenseTensor(tensors[0], "recv");
   TORCH_CHECK(!coalescing_, "coil backend: recv from any source cannot be part of a batch");
   commRef();  // raises if shut down
-  auto work = newWork(c10d::OpType::RECVANYSOURCE, {tensors[0]}, nullptr);
+  auto work = newPointToPointWork(c10d::OpType::RECVANYSOURCE, tensors[0]);
   p2p_->recv(work, tensors[0], kAnySource, tag);
   return work;
 }

@@ -126,6 +126,7 @@ class CoilBackend : public c10d::Backend {
     at::Tensor tensor;
     int peer = -1;
     int tag = 0;
+    std::vector<at::Tensor> inputs;  // a CUDA collective's, besides its outputs
   };
 
   /// A work of this backend, numbered, completed on completions_.
@@ -138,8 +139,20 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          CoilWork::Body body,
                                          std::vector<at::Tensor> inputs = {});
+  /// enqueue() of CUDA tensors on `device` between startCoalescing and
+  /// endCoalescing: the batch's collectives share one CudaOp (batchCuda_),
+  /// whose inputs are ready where the current stream is at the last of them.
+  c10::intrusive_ptr<c10d::Work> collectCudaCollective(c10d::OpType type,
+                                                       std::vector<at::Tensor> outputs,
+                                                       CoilWork::Body body,
+                                                       std::vector<at::Tensor> inputs,
+                                                       const c10::Device& device);
   c10::intrusive_ptr<c10d::Work> postPointToPoint(bool isSend, const at::Tensor& tensor,
                                                      int peer, int tag);
+  /// A send's or receive's work; on a CUDA tensor, with its CudaOp on the
+  /// point-to-point side stream, made now (the current stream as it is at
+  /// the call), as cuda_p2p.h describes.
+  c10::intrusive_ptr<CoilWork> newPointToPointWork(c10d::OpType type, const at::Tensor& tensor);
   /// The communicator for a work body, or a c10::Error once shut down /
   /// aborted.
   CommRef commRef() const;
@@ -159,6 +172,7 @@ class CoilBackend : public c10d::Backend {
 
   bool coalescing_ = false;
   std::vector<BatchEntry> batch_;
+  std::shared_ptr<CudaOp> batchCuda_;  // the open batch's CUDA collectives', if any
 
   std::mutex lifecycleMutex_;  // shutdown vs abort
   bool closed_ = false;

@@ -43,6 +43,11 @@ CudaOp::CudaOp(const c10::Device& device, c10::Stream side)
   inputsReady_.record(impl.getStream(device_));
 }
 
+void CudaOp::recordInputsReady() {
+  c10::impl::VirtualGuardImpl impl(device_.type());
+  inputsReady_.record(impl.getStream(device_));
+}
+
 void CudaOp::run(const std::function<void()>& body, const std::vector<at::Tensor>& tensors) {
   c10::StreamGuard onSide(side_);  // the device too
   inputsReady_.block(side_);

@@ -55,6 +55,10 @@ class CudaOp {
   /// On the caller's thread, at the call: where its current stream is now.
   CudaOp(const c10::Device& device, c10::Stream side);
 
+  /// At a later call that joins this op (a coalesced batch's next CUDA
+  /// collective): where the current stream is now, which is later.
+  void recordInputsReady();
+
   /// On the worker: runs `body` on the side stream as above and marks
   /// `tensors` (the work's inputs and outputs) as used there. `done` is
   /// recorded even when the body throws (and the exception passes on).

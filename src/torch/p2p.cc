@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "coil_calls.h"
+#include "cuda_p2p.h"
 
 namespace coil_torch {
 namespace {
@@ -65,8 +66,17 @@ void PointToPoint::accept(int source, const coilUniqueId& id) {
 
 void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor,
                         int peer, int64_t tag) {
-  // What is sent is the tensor as it is now (a copy only if not contiguous).
-  at::Tensor data = tensor.contiguous();
+  // What is sent is the tensor as it is now (a copy only if not contiguous);
+  // a CUDA tensor as its stream leaves it, copied out on the side stream.
+  const std::shared_ptr<CudaOp> copied = tensor.is_cuda() ? work->cudaOp() : nullptr;
+  at::Tensor data;
+  try {
+    TORCH_CHECK(!tensor.is_cuda() || copied, "coil backend: send: a CUDA tensor's work has no op");
+    data = copied ? copyToPinned(*copied, tensor) : tensor.contiguous();
+  } catch (...) {
+    work->complete(std::current_exception());  // a batch's latch hears of it too
+    return;
+  }
   const std::chrono::milliseconds limit = timeout_;
   work->setWaitLimit(limit, [peer, tag, limit] {
     return backendError(c10::str("coil backend: send to rank ", peer, " with tag ", tag,
@@ -74,25 +84,45 @@ void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tens
                             " ms waiting for the peer to take the message"));
   });
   if (peer == rank_) {
+    if (copied && !waitForCopy(*copied, limit)) {
+      work->complete(backendError(c10::str("coil backend: send to itself: Timed out after ",
+                                           limit.count(), " ms waiting for the GPU to copy the "
+                                           "CUDA tensor out")));
+      return;
+    }
     mailbox_.deliverFromSelf(tag, data.data_ptr(),
                              static_cast<size_t>(data.numel() * data.element_size()));
     work->complete(nullptr);
     return;
   }
-  linkTo(peer).push(work, std::move(data), tag);
+  linkTo(peer).push(work, std::move(data), tag, copied);
 }
 
 void PointToPoint::recv(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor,
                         int source, int64_t tag) {
+  // A CUDA tensor's message lands in pinned memory first; what the mailbox
+  // holds is then a receive of that, which completes `work` (cuda_p2p.h).
+  c10::intrusive_ptr<CoilWork> posted = work;
+  at::Tensor into = tensor;
+  if (tensor.is_cuda()) {
+    try {
+      TORCH_CHECK(work->cudaOp(), "coil backend: recv: a CUDA tensor's work has no op");
+      posted = receiveThroughPinned(rank_, work, work->cudaOp(), tensor, &into);
+    } catch (...) {
+      work->complete(std::current_exception());
+      return;
+    }
+  }
   const std::chrono::milliseconds limit = timeout_;
   Mailbox* mailbox = &mailbox_;
-  const CoilWork* raw = work.get();
-  work->setWaitLimit(limit, [mailbox, raw, source, tag, limit]() -> std::exception_ptr {
+  const CoilWork* raw = posted.get();
+  CoilWork* waited = work.get();
+  work->setWaitLimit(limit, [mailbox, raw, waited, source, tag, limit]() -> std::exception_ptr {
     if (!mailbox->withdraw(raw)) return nullptr;  // its message is arriving
     std::exception_ptr error = backendError(
         c10::str("coil backend: recv from ", peerText(source), " with tag ", tag,
                  ": Timed out after ", limit.count(), " ms waiting for the message"));
-    const_cast<CoilWork*>(raw)->complete(error);
+    waited->complete(error);
     return error;
   });
   {
@@ -100,7 +130,7 @@ void PointToPoint::recv(const c10::intrusive_ptr<CoilWork>& work, const at::Tens
     TORCH_CHECK(!closed_, "coil backend: the process group has been shut down or aborted");
     connector();  // the senders' requests can be answered from now on
   }
-  mailbox_.post(work, tensor, source, tag);
+  mailbox_.post(std::move(posted), into, source, tag);
 }
 
 void PointToPoint::close(bool drain) {

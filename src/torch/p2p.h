@@ -10,6 +10,9 @@
 // in memory. So isend/irecv complete in any order, at any size and with any
 // tags, and a receive from any source takes the earliest message with its tag.
 //
+// CUDA tensors go through pinned host memory, in their streams' order
+// (cuda_p2p.h).
+//
 // Costs: two threads and one communicator per direction that has been
 // used, plus one thread and one store connection per process group that
 // has sent or received; a message that arrives before its receive is copied
@@ -26,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_op.h"
 #include "mailbox.h"
 #include "p2p_connector.h"
 #include "p2p_links.h"
@@ -44,7 +48,8 @@ class PointToPoint {
   ~PointToPoint();
 
   /// Sends `tensor` to `peer` (may be this rank) with `tag`; `work`
-  /// completes once the peer has the message. Caller's thread.
+  /// completes once the peer has the message. Caller's thread. A CUDA
+  /// tensor's work carries its CudaOp (cuda_p2p.h), made on sideStream().
   void send(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor, int peer,
             int64_t tag);
   /// Receives into `tensor` from `source` (or kAnySource) with `tag`;
@@ -55,6 +60,9 @@ class PointToPoint {
   /// drain (shutdown): queued sends go out first; abort: nothing more is
   /// sent. Then receives still waiting fail. Idempotent.
   void close(bool drain);
+
+  /// The stream CUDA messages of `device` are copied on (cuda_p2p.h).
+  c10::Stream sideStream(const c10::Device& device) { return sideStreams_.forDevice(device); }
 
  private:
   SendLink& linkTo(int peer);
@@ -69,6 +77,7 @@ class PointToPoint {
   const c10::intrusive_ptr<c10d::Store> store_;
   const std::string prefix_;
   Mailbox mailbox_;
+  SideStreams sideStreams_;
   std::mutex linksMutex_;
   bool closed_ = false;
   std::vector<std::unique_ptr<SendLink>> sendLinks_;  // by peer; made on first send

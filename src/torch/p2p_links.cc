@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "coil_calls.h"
+#include "cuda_p2p.h"
 
 namespace coil_torch {
 namespace {
@@ -62,7 +63,8 @@ SendLink::SendLink(LinkSettings settings, Announce announce)
 
 SendLink::~SendLink() { close(true); }
 
-void SendLink::push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag) {
+void SendLink::push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag,
+                    std::shared_ptr<CudaOp> copied) {
   std::exception_ptr refused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,7 +73,7 @@ void SendLink::push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t 
                         : backendError("coil backend: send: the process group is shutting down");
     } else {
       const auto bytes = static_cast<int64_t>(data.numel() * data.element_size());
-      queue_.push_back(Message{std::move(work), std::move(data), {tag, bytes}});
+      queue_.push_back(Message{std::move(work), std::move(data), {tag, bytes}, std::move(copied)});
     }
   }
   if (refused) {
@@ -106,6 +108,15 @@ void SendLink::loop() {
       queue_.pop_front();
     }
     try {
+      if (m.copied && !waitForCopy(*m.copied, settings_.timeout, &revoked_))
+        C10_THROW_ERROR(DistBackendError,
+                        c10::str("coil backend: send to rank ", settings_.peer, ": ",
+                                 revoked_.load() ? "the process group was aborted"
+                                                 : c10::str("Timed out after ",
+                                                            settings_.timeout.count(),
+                                                            " ms waiting for the GPU to copy the "
+                                                            "CUDA tensor out (its stream had not "
+                                                            "reached the send)")));
       if (comm_.load() == nullptr) connect();
       coilComm_t comm = comm_.load();
       TORCH_CHECK(comm != nullptr && !revoked_.load(),

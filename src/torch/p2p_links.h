@@ -30,6 +30,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -61,7 +62,10 @@ class SendLink {
 
   /// Queues a message; `work` completes once the peer has it. `data` must
   /// stay as it is until then (a contiguous tensor; the caller's snapshot).
-  void push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag);
+  /// `copied`, if set, is a CUDA send's copy into `data` (cuda_p2p.h): the
+  /// link waits for it before sending.
+  void push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag,
+            std::shared_ptr<CudaOp> copied = nullptr);
 
   /// drain: sends what is queued first (each within the timeout), for a
   /// shutdown; else revokes the communicator at once (abort) and fails the
@@ -73,6 +77,7 @@ class SendLink {
     c10::intrusive_ptr<CoilWork> work;
     at::Tensor data;
     int64_t header[2];
+    std::shared_ptr<CudaOp> copied;
   };
   void loop();
   void connect();

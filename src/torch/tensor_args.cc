@@ -158,13 +158,6 @@ void checkDenseTensor(const at::Tensor& t, const char* opName) {
               ": only dense (strided) tensors are supported, got layout ", t.layout());
 }
 
-void checkHostTensor(const at::Tensor& t, const char* opName) {
-  TORCH_CHECK(t.defined(), "coil backend: ", opName, ": undefined tensor");
-  TORCH_CHECK(!t.is_cuda(), "coil backend: ", opName, " of CUDA tensors is not supported "
-              "yet (got a tensor on ", t.device().str(), "); move it to the CPU");
-  checkDenseTensor(t, opName);
-}
-
 void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
                    const char* opName, const char* what) {
   for (size_t i = 0; i < ts.size(); ++i) {

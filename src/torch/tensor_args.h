@@ -53,9 +53,6 @@ bool cudaTensorsEnabled();
 /// Throws c10::Error unless `t` is a dense, strided CPU tensor, or a CUDA
 /// tensor with cudaTensorsEnabled().
 void checkDenseTensor(const at::Tensor& t, const char* opName);
-/// Throws c10::Error unless `t` is a dense, strided CPU tensor (the
-/// operations that move host memory only: send/recv, sparse all-reduce).
-void checkHostTensor(const at::Tensor& t, const char* opName);
 
 /// checkDenseTensor on each, and all of `type` and `numel` (numel < 0: any).
 /// (That an operation's tensors share one device, CoilBackend::enqueue checks.)

@@ -100,6 +100,10 @@ void CoilWork::setOnComplete(std::function<void(std::exception_ptr)> onComplete)
 }
 
 bool CoilWork::wait(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(!inOpenBatch_.load(), "coil backend: wait() on ", c10d::opTypeToString(opType_),
+              " inside an open coalesced batch: it runs only once the batch ends. Call it with "
+              "async_op=True and wait on the work that endCoalescing (or torch's "
+              "_coalescing_manager) returns");
   if (timeout == kNoTimeout && waitLimit_.count() > 0 && onWaitTimeout_) {
     bool done;
     {
@@ -121,6 +125,13 @@ void CompletionLatch::arrive(std::exception_ptr error) {
     if (error && !firstError_) firstError_ = error;
     if (remaining_ == 0 || --remaining_ > 0) return;
     done = std::move(work_);
+  }
+  if (beforeComplete_) {
+    try {
+      beforeComplete_();
+    } catch (...) {
+      if (!firstError_) firstError_ = std::current_exception();
+    }
   }
   done->complete(firstError_);
 }

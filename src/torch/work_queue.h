@@ -63,6 +63,12 @@ class CoilWork : public c10d::Work {
   /// of the host, and the future is CUDA-aware. `inputs`: the tensors the
   /// body reads besides the outputs. Before the work is queued.
   void setCudaOp(std::shared_ptr<CudaOp> op, std::vector<at::Tensor> inputs);
+  /// The op of a work on CUDA tensors, else null.
+  const std::shared_ptr<CudaOp>& cudaOp() const { return cuda_; }
+  /// Marks a member of a coalesced batch while the batch is open: wait()
+  /// then fails naming it, since the member runs only once the batch ends
+  /// (a blocking call inside startCoalescing would otherwise wait forever).
+  void setInOpenBatch(bool open) { inOpenBatch_ = open; }
   /// The rank a receive's message came from (recv from any source).
   void setSourceRank(int rank) { sourceRank_ = rank; }
   int sourceRank() const override { return sourceRank_; }
@@ -86,6 +92,7 @@ class CoilWork : public c10d::Work {
   std::function<std::exception_ptr()> onWaitTimeout_;
   std::function<void(std::exception_ptr)> onComplete_;
   std::atomic<int> sourceRank_{-1};
+  std::atomic<bool> inOpenBatch_{false};
   std::shared_ptr<CudaOp> cuda_;
   std::vector<at::Tensor> cudaInputs_;
   // Whether the future may have callbacks, decided once: until getFuture()
@@ -101,14 +108,18 @@ class CoilWork : public c10d::Work {
 /// arrived, with the first part's error if any. Any thread.
 class CompletionLatch {
  public:
-  CompletionLatch(c10::intrusive_ptr<CoilWork> work, size_t parts)
-      : work_(std::move(work)), remaining_(parts) {}
+  /// `beforeComplete`, if set, runs on the last part's thread just before
+  /// the work completes (a CUDA batch records its end on the side stream).
+  CompletionLatch(c10::intrusive_ptr<CoilWork> work, size_t parts,
+                  std::function<void()> beforeComplete = nullptr)
+      : work_(std::move(work)), remaining_(parts), beforeComplete_(std::move(beforeComplete)) {}
   void arrive(std::exception_ptr error);
 
  private:
   std::mutex mutex_;
   c10::intrusive_ptr<CoilWork> work_;
   size_t remaining_;
+  std::function<void()> beforeComplete_;
   std::exception_ptr firstError_;
 };
 

@@ -8,9 +8,14 @@ ranks on one GPU, which NCCL refuses and coil allows). Checked:
     (a long kernel before it), reads what that stream wrote before the call,
     and work.wait() orders the current stream after it; the future is
     CUDA-aware (its value is ready for the stream that waits on it);
+  - collectives in a coalesced batch (torch's coalescing manager, and
+    startCoalescing/endCoalescing around single calls);
   - CPU and CUDA operations interleaved on one group keep program order;
   - DDP on a CUDA model gives the gradients of an all-reduce average;
-  - point-to-point on CUDA tensors is refused by name.
+  - point-to-point on CUDA tensors (staged in pinned host memory): send/recv
+    of dtypes x sizes, non-contiguous, from any source, in the streams'
+    order, batch_isend_irecv, CPU and CUDA on one link, a receive of the
+    wrong size, and a pipeline whose stages pass activations and gradients.
 
 Exits 77 (skipped) with the reason where torch sees no CUDA device. CUDA
 tensors need no setting (COIL_TORCH_CUDA=0 would refuse them): this test
@@ -166,6 +171,42 @@ def worker(rank, world, port):
     expect_equal("future value", fut.wait()[0], torch.full((4099,), float(sum(range(world)))))
     expect_equal("future .then", doubled.wait(), torch.full((4099,), 2.0 * sum(range(world))))
 
+    # ---- collectives in a coalesced batch -------------------------------------
+    # torch's coalescing manager (the fast path: one *_coalesced call), and
+    # startCoalescing/endCoalescing around single calls, where a tensor
+    # written on the stream after the first call is read by a later one.
+    seed += 1
+    xs, ys = everyone(seed, 1031, torch.float32), everyone(seed + 1, 7, torch.float32)
+    a, b = xs[rank].to(dev), ys[rank].to(dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    cm.wait()
+    expect_equal("coalescing manager all_reduce a", a, reduce_ref[R.SUM](xs).float())
+    expect_equal("coalescing manager all_reduce b", b, reduce_ref[R.SUM](ys).float())
+    big = everyone(seed + 2, world * 33, torch.float32)
+    gathered, scattered = torch.zeros(world * 33, device=dev), torch.zeros(33, device=dev)
+    with dist._coalescing_manager(device=dev):
+        dist.reduce_scatter_tensor(scattered, big[rank].to(dev))
+    with dist._coalescing_manager(device=dev):
+        dist.all_gather_into_tensor(gathered, scattered)
+    expect_equal("coalescing manager reduce_scatter then all_gather", gathered,
+                 reduce_ref[R.SUM](big).float())
+    pg = dist.group.WORLD
+    a, b = torch.full((4097,), float(rank), device=dev), torch.zeros(5, device=dev)
+    pg._start_coalescing(dev)
+    dist.all_reduce(a)
+    torch.cuda._sleep(50_000_000)  # b is written on the stream well after that call
+    b.fill_(rank + 1)
+    dist.all_reduce(b)
+    pg._end_coalescing(dev).wait()
+    twice = b * 2  # on the current stream, after the batch
+    expect_equal("batch all_reduce a", a, torch.full((4097,), float(sum(range(world)))))
+    expect_equal("batch all_reduce of a tensor written after the first call", b,
+                 torch.full((5,), world * (world + 1) / 2))
+    expect_equal("after the batch on the current stream", twice,
+                 torch.full((5,), float(world * (world + 1))))
+
     # ---- CPU and CUDA operations on one group keep program order ---------------
     for i in range(5):
         a = torch.full((513,), float(i + rank), device=dev)
@@ -206,15 +247,116 @@ def worker(rank, world, port):
         if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             failures.append(f"DDP grad {i}: max diff {(got - want).abs().max().item()}")
 
-    # ---- refused by name -------------------------------------------------------
+    # ---- point-to-point on CUDA tensors (through pinned host memory) ----------
     if world > 1:
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        for dtype in (torch.float32, torch.bfloat16, torch.int64):
+            for n in (0, 1, 1009, 1 << 20):
+                seed += 1
+                mine = values(torch, rank, seed, n, dtype)
+                got = torch.full((n,), 7, dtype=dtype, device=dev)
+                # Blocking send first on every rank: sends are eager, so this
+                # ring cannot deadlock.
+                dist.send(mine.to(dev), dst=nxt, tag=n % 97)
+                dist.recv(got, src=prv, tag=n % 97)
+                expect_equal(f"send/recv {dtype} n={n}", got, values(torch, prv, seed, n, dtype))
+        # Non-contiguous on both ends, and recv from any source.
+        seed += 1
+        m = values(torch, rank, seed, 48 * 5, torch.float32).view(48, 5)
+        work = dist.isend(m.to(dev).t(), dst=nxt)
+        got = torch.zeros(48, 5, device=dev).t()
+        src = dist.recv(got, tag=0)  # any source: only prv sends to this rank
+        work.wait()
+        checks[0] += 1
+        if src != prv:
+            failures.append(f"recv from any source said rank {src}, the sender was {prv}")
+        expect_equal("send/recv of transposed tensors", got,
+                     values(torch, prv, seed, 48 * 5, torch.float32).view(48, 5).t().contiguous())
+        # Stream order: the send reads the tensor as the current stream leaves
+        # it (a long kernel, then a fill); the receiver's stream sees the data
+        # after wait() without a host synchronization in between.
+        n = 1 << 18
+        x = torch.zeros(n, device=dev)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(100_000_000)
+        x.fill_(rank + 1)
+        send_work = dist.isend(x, dst=nxt, tag=5)
+        got = torch.zeros(n, device=dev)
+        recv_work = dist.irecv(got, src=prv, tag=5)
+        recv_work.wait()
+        doubled = got * 2
+        send_work.wait()
+        torch.cuda.current_stream().synchronize()
+        expect_equal("isend after a busy stream", got, torch.full((n,), float(prv + 1)))
+        expect_equal("irecv then the current stream", doubled, torch.full((n,), 2.0 * (prv + 1)))
+        # batch_isend_irecv: both neighbours, both ways (two operations on one
+        # peer when world is 2), CPU and CUDA messages on one link in order.
+        seed += 1
+        a = values(torch, rank, seed, 3001, torch.float32)
+        b = values(torch, rank, seed + 1, 17, torch.int32)
+        from_prv = torch.zeros(3001, device=dev)
+        from_nxt = torch.zeros(17, dtype=torch.int32, device=dev)
+        cpu_from_prv = torch.zeros(5, dtype=torch.int64)
+        ops = [dist.P2POp(dist.isend, a.to(dev), nxt), dist.P2POp(dist.isend, b.to(dev), prv),
+               dist.P2POp(dist.irecv, from_prv, prv), dist.P2POp(dist.irecv, from_nxt, nxt)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+        dist.send(torch.arange(5) + rank, dst=nxt, tag=9)
+        dist.recv(cpu_from_prv, src=prv, tag=9)
+        expect_equal("batch_isend_irecv from prv", from_prv, values(torch, prv, seed, 3001, torch.float32))
+        expect_equal("batch_isend_irecv from nxt", from_nxt,
+                     values(torch, nxt, seed + 1, 17, torch.int32))
+        expect_equal("cpu after cuda on one link", cpu_from_prv, torch.arange(5) + prv)
+        # A receive of the wrong size fails naming both sizes; the link goes on.
+        dist.send(torch.ones(5, device=dev), dst=nxt, tag=11)
         checks[0] += 1
         try:
-            dist.send(torch.zeros(3, device=dev), dst=(rank + 1) % world)
-            failures.append("send of a CUDA tensor: no error")
+            dist.recv(torch.zeros(3, device=dev), src=prv, tag=11)
+            failures.append("recv of 3 floats from a 5-float message: no error")
         except RuntimeError as e:
-            if "send of CUDA tensors is not supported yet" not in str(e):
-                failures.append(f"send of a CUDA tensor: {e}")
+            if "the message has 20 bytes but the receive has 12 bytes" not in str(e):
+                failures.append(f"recv of the wrong size: {e}")
+        dist.send(torch.full((4,), float(rank), device=dev), dst=nxt, tag=12)
+        got = torch.zeros(4, device=dev)
+        dist.recv(got, src=prv, tag=12)
+        expect_equal("send/recv after a failed receive", got, torch.full((4,), float(prv)))
+
+        # A pipeline of `world` stages, one Linear layer each: activations go
+        # forward and gradients back by send/recv, as a GPipe-style schedule
+        # does. Each rank's weight gradient is checked against the whole
+        # model run on the CPU.
+        torch.manual_seed(42)
+        layers = [torch.nn.Linear(24, 24) for _ in range(world)]
+        batch = torch.randn(8, 24, generator=torch.Generator().manual_seed(3))
+        stage = torch.nn.Linear(24, 24).to(dev)
+        with torch.no_grad():
+            stage.weight.copy_(layers[rank].weight.to(dev))
+            stage.bias.copy_(layers[rank].bias.to(dev))
+        if rank == 0:
+            inp = batch.to(dev)
+        else:
+            inp = torch.empty(8, 24, device=dev)
+            dist.recv(inp, src=rank - 1, tag=100)
+            inp.requires_grad_(True)
+        out = torch.tanh(stage(inp))
+        if rank < world - 1:
+            dist.send(out.detach(), dst=rank + 1, tag=100)
+            grad_out = torch.empty_like(out)
+            dist.recv(grad_out, src=rank + 1, tag=101)
+            out.backward(grad_out)
+        else:
+            out.sum().backward()
+        if rank > 0:
+            dist.send(inp.grad, dst=rank - 1, tag=101)
+        h = batch
+        for layer in layers:
+            h = torch.tanh(layer(h))
+        h.sum().backward()
+        checks[0] += 1
+        want = layers[rank].weight.grad
+        if not torch.allclose(stage.weight.grad.cpu(), want, rtol=1e-4, atol=1e-5):
+            failures.append(f"pipeline stage {rank}: weight grad max diff "
+                            f"{(stage.weight.grad.cpu() - want).abs().max().item()}")
 
     dist.destroy_process_group()
     say(f"rank {rank}: {checks[0]} checks, {len(failures)} failed")

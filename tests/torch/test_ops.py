@@ -195,6 +195,28 @@ def worker(rank, world, port):
         cm.wait()
         for i, (g, w) in enumerate(zip(gots, wants)):
             expect_equal(f"_coalescing_manager all_reduce[{i}]", g, w)
+        # Single calls between startCoalescing and endCoalescing (NCCL's
+        # batch; gloo has none): an async call's work is waited on after the
+        # batch ends; a blocking call inside the open batch fails naming the
+        # batch instead of waiting forever, and its operation still runs with
+        # the batch.
+        pg = dist.group.WORLD
+        gots = [x.clone() for x in xs]
+        pg._start_coalescing(torch.device("cpu"))
+        works = [dist.all_reduce(gots[0], op=R.MAX, async_op=True)]
+        checks[0] += 1
+        try:
+            dist.all_reduce(gots[1], op=R.MAX)
+            failures.append("blocking all_reduce inside an open coalesced batch: no error")
+        except RuntimeError as e:
+            if "open coalesced batch" not in str(e):
+                failures.append(f"blocking all_reduce inside an open coalesced batch: {e}")
+        works.append(dist.all_reduce(gots[2], op=R.MAX, async_op=True))
+        pg._end_coalescing(torch.device("cpu")).wait()
+        for work in works:
+            work.wait()
+        for i, (g, w) in enumerate(zip(gots, wants)):
+            expect_equal(f"startCoalescing all_reduce[{i}]", g, w)
     case("allreduce_coalesced", run_coalesced)
 
     # ---- broadcast / reduce ------------------------------------------------

@@ -8,6 +8,7 @@ to what the sender made. Covered:
     completed (equal sizes, different sizes, large); several messages with
     one tag stay in order;
   - batch_isend_irecv with two sends and two receives on one peer;
+  - a blocking send inside an open coalesced batch raises naming it (coil);
   - recv from any source (blocking and irecv), which says who sent;
   - a receive whose message never comes times out after the group's timeout;
   - isend then irecv of the same large tensor (4 Mi float32) on both ranks of a
@@ -160,6 +161,31 @@ def worker(rank, world, port):
         expect_equal(f"{name} message 0", got[0], data(peer, rank, 0, 9))
         expect_equal(f"{name} message 1", got[1], data(peer, rank, 1, LARGE // 4))
     case("batch_isend_irecv, two each way on one peer", on_pairs(batch_two_each))
+
+    # A blocking send between startCoalescing and endCoalescing (coil only:
+    # gloo has no batches) fails at once naming the open batch, instead of
+    # waiting out the timeout for a message that goes only when the batch
+    # ends; the send still goes with the batch.
+    def blocking_send_in_batch(name, group, peer):
+        got = torch.zeros(5)
+        cpu = torch.device("cpu")
+        dist.group.WORLD._start_coalescing(cpu)
+        checks[0] += 1
+        try:
+            dist.send(data(rank, peer, 3, 5), peer, tag=12)
+            failures.append(f"{name}: a blocking send in an open batch did not raise")
+        except RuntimeError as e:
+            if "open coalesced batch" not in str(e):
+                failures.append(f"{name}: {e}")
+        recv = dist.irecv(got, peer, tag=12)
+        dist.group.WORLD._end_coalescing(cpu).wait()
+        recv.wait()
+        expect_equal(name, got, data(peer, rank, 3, 5))
+    try:
+        on_pairs(blocking_send_in_batch)("blocking send in an open batch [coil]", None)
+    except Exception:  # noqa: BLE001 - collect, keep the ranks in step
+        failures.append(f"blocking send in an open batch [coil]: raised\n{traceback.format_exc()}")
+    dist.barrier(group=gloo)
 
     # Receives from any source: rank 0 takes one message from every other
     # rank, in whatever order they come, and learns who sent each; a message

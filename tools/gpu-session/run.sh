@@ -113,12 +113,12 @@ wait $EXT; grep -v "^W[0-9]" "$OUT/torch.log" | tail -5
 # A hang is described before it is killed: each rank's threads (gdb, where
 # the image has it), then its main thread's native and Python stacks
 # (SIGSEGV into segv_trace.so and faulthandler).
-( sleep 100; for pid in $(pgrep -f spawn_main); do
+( sleep 130; for pid in $(pgrep -f spawn_main); do
     command -v gdb > /dev/null && gdb -p "$pid" -batch -ex "thread apply all bt" 2>/dev/null | grep -E "^#|^Thread" | head -120
     kill -SEGV "$pid"; done ) >> "$OUT/torch.log" 2>&1 &
 WATCH=$!
 (cd "$ROOT/tests/torch" && PYTHONUNBUFFERED=1 COIL_TORCH_EXT_DIR=/tmp/ext PYTHONPATH="$ROOT/python" OMP_NUM_THREADS=1 \
-  LD_PRELOAD="$G/segv_trace.so" t timeout 120 python3 test_cuda.py >> "$OUT/torch.log" 2>&1)
+  LD_PRELOAD="$G/segv_trace.so" t timeout 150 python3 test_cuda.py >> "$OUT/torch.log" 2>&1)
 kill $WATCH 2>/dev/null
 grep -v "^\s*$" "$OUT/torch.log" | grep -v "^W[0-9]" | tail -60
 # Small device calls of ranks as processes on one GPU cost ~220 us more per
