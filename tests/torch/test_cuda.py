@@ -12,12 +12,15 @@ ranks on one GPU, which NCCL refuses and coil allows). Checked:
     startCoalescing/endCoalescing around single calls);
   - CPU and CUDA operations interleaved on one group keep program order;
   - DDP on a CUDA model gives the gradients of an all-reduce average;
+  - FSDP2 (fully_shard) on a CUDA model trains as one process on the whole
+    batch does;
   - point-to-point on CUDA tensors (staged in pinned host memory): send/recv
     of dtypes x sizes, non-contiguous, from any source, in the streams'
     order, batch_isend_irecv, CPU and CUDA on one link, a receive of the
     wrong size, and a pipeline whose stages pass activations and gradients.
 
-Exits 77 (skipped) with the reason where torch sees no CUDA device. CUDA
+Exits 77 (skipped) with the reason where torch sees no CUDA device, unless
+COIL_TORCH_TEST_DEVICE=cpu runs the same body on CPU tensors. CUDA
 tensors need no setting (COIL_TORCH_CUDA=0 would refuse them): this test
 runs the default.
 COIL_TORCH_TEST_WORLDS=1,2 picks the world sizes (default 1,2,4).
@@ -29,6 +32,10 @@ import time
 
 from harness import SKIP, init_env, require_coil_torch, run_worlds, say
 
+# COIL_TORCH_TEST_DEVICE=cpu runs the same body on CPU tensors (CI, every
+# run: the checks themselves are checked, and the CPU path takes the same
+# calls); the stream-only assertions then hold trivially or are skipped.
+ON_CPU = os.environ.get("COIL_TORCH_TEST_DEVICE") == "cpu"
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "1,2,4").split(","))
 COUNTS = (0, 1, 7, 1009, 65537)
 
@@ -48,8 +55,20 @@ def worker(rank, world, port):
 
     import coil_torch  # noqa: F401 - registers "coil"
 
-    dev = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
+    if ON_CPU:
+        dev = torch.device("cpu")
+    else:
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+
+    def synchronize():
+        if not ON_CPU:
+            torch.cuda.synchronize()
+
+    def busy_stream(cycles):
+        """A kernel of about `cycles` GPU clocks on the current stream."""
+        if not ON_CPU:
+            torch.cuda._sleep(cycles)
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
     R = dist.ReduceOp
     failures = []
@@ -62,6 +81,8 @@ def worker(rank, world, port):
             failures.append(f"{name}: got {got.flatten()[:6].tolist()} want "
                             f"{want.flatten()[:6].tolist()} ({got.dtype}/{want.dtype})")
 
+    # Inputs move with .to(dev, copy=True): on the CPU (ON_CPU) a plain .to
+    # would hand back the reference's own tensor for the call to overwrite.
     def everyone(seed, n, dtype):
         return [values(torch, r, seed, n, dtype) for r in range(world)]
 
@@ -83,13 +104,13 @@ def worker(rank, world, port):
                 if op == R.PRODUCT:  # keep products small: values in {-1, 1, 2}
                     xs = [torch.where(x.abs() > 1, torch.ones_like(x), x) for x in xs]
                     xs = [torch.where(x == 0, torch.full_like(x, 2), x) for x in xs]
-                t = xs[rank].to(dev)
+                t = xs[rank].to(dev, copy=True)
                 dist.all_reduce(t, op=op)
                 expect_equal(f"all_reduce {dtype} {op} n={n}", t, reduce_ref[op](xs).to(dtype))
     for dtype in (torch.float32, torch.bfloat16):
         seed += 1
         xs = [x * world for x in everyone(seed, 1009, dtype)]  # divisible: exact averages
-        t = xs[rank].to(dev)
+        t = xs[rank].to(dev, copy=True)
         dist.all_reduce(t, op=R.AVG)
         expect_equal(f"all_reduce AVG {dtype}", t, (sum(x.double() for x in xs) / world).to(dtype))
 
@@ -98,41 +119,41 @@ def worker(rank, world, port):
         seed += 1
         xs = everyone(seed, n, torch.float32)
         for root in range(world):
-            t = xs[rank].to(dev)
+            t = xs[rank].to(dev, copy=True)
             dist.broadcast(t, src=root)
             expect_equal(f"broadcast root {root} n={n}", t, xs[root])
-            t = xs[rank].to(dev)
+            t = xs[rank].to(dev, copy=True)
             dist.reduce(t, dst=root, op=R.SUM)
             if rank == root:
                 expect_equal(f"reduce root {root} n={n}", t, reduce_ref[R.SUM](xs).float())
         out = torch.empty(world * n, device=dev)
-        dist.all_gather_into_tensor(out, xs[rank].to(dev))
+        dist.all_gather_into_tensor(out, xs[rank].to(dev, copy=True))
         expect_equal(f"all_gather_into_tensor n={n}", out, torch.cat(xs))
         outs = [torch.full((n,), -1.0, device=dev) for _ in range(world)]
-        dist.all_gather(outs, xs[rank].to(dev))
+        dist.all_gather(outs, xs[rank].to(dev, copy=True))
         for r in range(world):
             expect_equal(f"all_gather [{r}] n={n}", outs[r], xs[r])
         big = everyone(seed + 1000, world * n, torch.float32)
         out = torch.empty(n, device=dev)
-        dist.reduce_scatter_tensor(out, big[rank].to(dev), op=R.SUM)
+        dist.reduce_scatter_tensor(out, big[rank].to(dev, copy=True), op=R.SUM)
         expect_equal(f"reduce_scatter_tensor n={n}", out,
                      reduce_ref[R.SUM](big).float()[rank * n:(rank + 1) * n])
         out = torch.empty(world * n, device=dev)
-        dist.all_to_all_single(out, big[rank].to(dev))
+        dist.all_to_all_single(out, big[rank].to(dev, copy=True))
         want = torch.cat([big[r][rank * n:(rank + 1) * n] for r in range(world)])
         expect_equal(f"all_to_all_single n={n}", out, want)
         gathered = [torch.empty(n, device=dev) for _ in range(world)] if rank == 0 else None
-        dist.gather(xs[rank].to(dev), gathered, dst=0)
+        dist.gather(xs[rank].to(dev, copy=True), gathered, dst=0)
         if rank == 0:
             for r in range(world):
                 expect_equal(f"gather [{r}] n={n}", gathered[r], xs[r])
         got = torch.empty(n, device=dev)
-        dist.scatter(got, [x.to(dev) for x in xs] if rank == 0 else None, src=0)
+        dist.scatter(got, [x.to(dev, copy=True) for x in xs] if rank == 0 else None, src=0)
         expect_equal(f"scatter n={n}", got, xs[rank])
     # A non-contiguous CUDA tensor: staged through a contiguous copy and back.
     seed += 1
     m = values(torch, rank, seed, 64 * 6, torch.float32).view(64, 6)
-    t = m.to(dev).t()
+    t = m.to(dev, copy=True).t()
     dist.all_reduce(t)
     want = sum(values(torch, r, seed, 64 * 6, torch.float32).view(64, 6) for r in range(world)).t()
     expect_equal("all_reduce of a transposed tensor", t, want.contiguous())
@@ -143,19 +164,19 @@ def worker(rank, world, port):
     # uses the written input.
     n = 1 << 20
     x = torch.zeros(n, device=dev)
-    torch.cuda.synchronize()
-    torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time on the current stream
+    synchronize()
+    busy_stream(200_000_000)  # ~0.1 s of GPU time on the current stream
     x.fill_(rank + 1)
     t0 = time.monotonic()
     work = dist.all_reduce(x, async_op=True)
     returned_after = time.monotonic() - t0
     busy = not work.is_completed()
     checks[0] += 1
-    if not busy:
+    if not busy and not ON_CPU:  # (a CPU call has run when it returns)
         failures.append("async all_reduce was complete while the stream before it was still busy")
     work.wait()  # the current stream waits; the host does not
     y = x * 2  # on the current stream, after the collective
-    torch.cuda.current_stream().synchronize()
+    synchronize()
     expect_equal("all_reduce after a busy stream", x, torch.full((n,), world * (world + 1) / 2))
     expect_equal("work after wait() on the current stream", y,
                  torch.full((n,), float(world * (world + 1))))
@@ -177,7 +198,7 @@ def worker(rank, world, port):
     # written on the stream after the first call is read by a later one.
     seed += 1
     xs, ys = everyone(seed, 1031, torch.float32), everyone(seed + 1, 7, torch.float32)
-    a, b = xs[rank].to(dev), ys[rank].to(dev)
+    a, b = xs[rank].to(dev, copy=True), ys[rank].to(dev, copy=True)
     with dist._coalescing_manager(device=dev, async_ops=True) as cm:
         dist.all_reduce(a)
         dist.all_reduce(b)
@@ -187,7 +208,7 @@ def worker(rank, world, port):
     big = everyone(seed + 2, world * 33, torch.float32)
     gathered, scattered = torch.zeros(world * 33, device=dev), torch.zeros(33, device=dev)
     with dist._coalescing_manager(device=dev):
-        dist.reduce_scatter_tensor(scattered, big[rank].to(dev))
+        dist.reduce_scatter_tensor(scattered, big[rank].to(dev, copy=True))
     with dist._coalescing_manager(device=dev):
         dist.all_gather_into_tensor(gathered, scattered)
     expect_equal("coalescing manager reduce_scatter then all_gather", gathered,
@@ -195,10 +216,10 @@ def worker(rank, world, port):
     pg = dist.group.WORLD
     a, b = torch.full((4097,), float(rank), device=dev), torch.zeros(5, device=dev)
     pg._start_coalescing(dev)
-    dist.all_reduce(a)
-    torch.cuda._sleep(50_000_000)  # b is written on the stream well after that call
+    dist.all_reduce(a, async_op=True)  # (a blocking call in an open batch raises)
+    busy_stream(50_000_000)  # b is written on the stream well after that call
     b.fill_(rank + 1)
-    dist.all_reduce(b)
+    dist.all_reduce(b, async_op=True)
     pg._end_coalescing(dev).wait()
     twice = b * 2  # on the current stream, after the batch
     expect_equal("batch all_reduce a", a, torch.full((4097,), float(sum(range(world)))))
@@ -224,11 +245,12 @@ def worker(rank, world, port):
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
                                 torch.nn.Linear(64, 8)).to(dev)
     reference = [p.detach().clone() for p in model.parameters()]
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index],
+    ddp = torch.nn.parallel.DistributedDataParallel(model,
+                                                    device_ids=None if ON_CPU else [dev.index],
                                                     bucket_cap_mb=0.001)
     g = torch.Generator().manual_seed(1234 + rank)
     inputs = [torch.randn(16, 32, generator=g) for _ in range(world)]
-    ddp(inputs[0].to(dev)).sum().backward()
+    ddp(inputs[0].to(dev, copy=True)).sum().backward()
     grads = [p.grad.detach().cpu() for p in ddp.parameters()]
     # Reference: each rank's gradients from the same weights, averaged here.
     local = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
@@ -247,6 +269,53 @@ def worker(rank, world, port):
         if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             failures.append(f"DDP grad {i}: max diff {(got - want).abs().max().item()}")
 
+    # ---- FSDP2 (fully_shard) on a CUDA model -----------------------------------
+    # all_gather_into_tensor and reduce_scatter_tensor from FSDP's own
+    # streams, waited on with work.wait(); 4 SGD steps, each rank on its
+    # share of the batch, against the whole batch trained in one process on
+    # the CPU (what data parallelism must reproduce).
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # torch before 2.6
+        from torch.distributed._composable.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh
+
+    def mlp():
+        torch.manual_seed(1234)
+        return torch.nn.Sequential(torch.nn.Linear(37, 61), torch.nn.ReLU(),
+                                   torch.nn.Linear(61, 7))
+
+    def steps():
+        g = torch.Generator().manual_seed(777)
+        for _ in range(4):
+            yield torch.randn(world * 6, 37, generator=g), torch.randn(world * 6, 7, generator=g)
+
+    sharded = mlp().to(dev)
+    mesh = init_device_mesh(dev.type, (world,))
+    for layer in sharded:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(sharded, mesh=mesh)
+    alone = mlp()
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (sharded, alone)]
+    for x, y in steps():
+        for o in opts:
+            o.zero_grad()
+        mine = slice(rank * 6, (rank + 1) * 6)
+        out = sharded(x[mine].to(dev, copy=True))
+        torch.nn.functional.mse_loss(out, y[mine].to(dev, copy=True)).backward()
+        torch.nn.functional.mse_loss(alone(x), y).backward()
+        for o in opts:
+            o.step()
+    got = torch.cat([p.full_tensor().detach().cpu().reshape(-1) for p in sharded.parameters()])
+    want = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
+    start = torch.cat([p.detach().reshape(-1) for p in mlp().parameters()])
+    checks[0] += 1
+    off = ((got - want).norm() / want.norm()).item()
+    if off > 1e-4 or torch.equal(want, start):
+        failures.append(f"FSDP2 on CUDA: {off:.2e} relative from one-process training "
+                        f"(> 1e-4), or training did not move the weights")
+
     # ---- point-to-point on CUDA tensors (through pinned host memory) ----------
     if world > 1:
         nxt, prv = (rank + 1) % world, (rank - 1) % world
@@ -257,13 +326,13 @@ def worker(rank, world, port):
                 got = torch.full((n,), 7, dtype=dtype, device=dev)
                 # Blocking send first on every rank: sends are eager, so this
                 # ring cannot deadlock.
-                dist.send(mine.to(dev), dst=nxt, tag=n % 97)
+                dist.send(mine.to(dev, copy=True), dst=nxt, tag=n % 97)
                 dist.recv(got, src=prv, tag=n % 97)
                 expect_equal(f"send/recv {dtype} n={n}", got, values(torch, prv, seed, n, dtype))
         # Non-contiguous on both ends, and recv from any source.
         seed += 1
         m = values(torch, rank, seed, 48 * 5, torch.float32).view(48, 5)
-        work = dist.isend(m.to(dev).t(), dst=nxt)
+        work = dist.isend(m.to(dev, copy=True).t(), dst=nxt)
         got = torch.zeros(48, 5, device=dev).t()
         src = dist.recv(got, tag=0)  # any source: only prv sends to this rank
         work.wait()
@@ -277,8 +346,8 @@ def worker(rank, world, port):
         # after wait() without a host synchronization in between.
         n = 1 << 18
         x = torch.zeros(n, device=dev)
-        torch.cuda.synchronize()
-        torch.cuda._sleep(100_000_000)
+        synchronize()
+        busy_stream(100_000_000)
         x.fill_(rank + 1)
         send_work = dist.isend(x, dst=nxt, tag=5)
         got = torch.zeros(n, device=dev)
@@ -286,7 +355,7 @@ def worker(rank, world, port):
         recv_work.wait()
         doubled = got * 2
         send_work.wait()
-        torch.cuda.current_stream().synchronize()
+        synchronize()
         expect_equal("isend after a busy stream", got, torch.full((n,), float(prv + 1)))
         expect_equal("irecv then the current stream", doubled, torch.full((n,), 2.0 * (prv + 1)))
         # batch_isend_irecv: both neighbours, both ways (two operations on one
@@ -297,13 +366,15 @@ def worker(rank, world, port):
         from_prv = torch.zeros(3001, device=dev)
         from_nxt = torch.zeros(17, dtype=torch.int32, device=dev)
         cpu_from_prv = torch.zeros(5, dtype=torch.int64)
-        ops = [dist.P2POp(dist.isend, a.to(dev), nxt), dist.P2POp(dist.isend, b.to(dev), prv),
+        ops = [dist.P2POp(dist.isend, a.to(dev, copy=True), nxt),
+               dist.P2POp(dist.isend, b.to(dev, copy=True), prv),
                dist.P2POp(dist.irecv, from_prv, prv), dist.P2POp(dist.irecv, from_nxt, nxt)]
         for req in dist.batch_isend_irecv(ops):
             req.wait()
         dist.send(torch.arange(5) + rank, dst=nxt, tag=9)
         dist.recv(cpu_from_prv, src=prv, tag=9)
-        expect_equal("batch_isend_irecv from prv", from_prv, values(torch, prv, seed, 3001, torch.float32))
+        expect_equal("batch_isend_irecv from prv", from_prv,
+                     values(torch, prv, seed, 3001, torch.float32))
         expect_equal("batch_isend_irecv from nxt", from_nxt,
                      values(torch, nxt, seed + 1, 17, torch.int32))
         expect_equal("cpu after cuda on one link", cpu_from_prv, torch.arange(5) + prv)
@@ -330,10 +401,10 @@ def worker(rank, world, port):
         batch = torch.randn(8, 24, generator=torch.Generator().manual_seed(3))
         stage = torch.nn.Linear(24, 24).to(dev)
         with torch.no_grad():
-            stage.weight.copy_(layers[rank].weight.to(dev))
-            stage.bias.copy_(layers[rank].bias.to(dev))
+            stage.weight.copy_(layers[rank].weight.to(dev, copy=True))
+            stage.bias.copy_(layers[rank].bias.to(dev, copy=True))
         if rank == 0:
-            inp = batch.to(dev)
+            inp = batch.to(dev, copy=True)
         else:
             inp = torch.empty(8, 24, device=dev)
             dist.recv(inp, src=rank - 1, tag=100)
@@ -367,7 +438,7 @@ def worker(rank, world, port):
 if __name__ == "__main__":
     require_coil_torch()
     import torch
-    if not torch.cuda.is_available():
+    if not ON_CPU and not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device (torch.cuda.is_available() is False; "
               f"torch {torch.__version__}, built with CUDA {torch.version.cuda})")
         sys.exit(SKIP)
