@@ -123,7 +123,7 @@ constexpr Variable kVariables[] = {
     text(kDevelopment, "COIL_TORCH_TEST_WORLDS", "tests/torch: world sizes, e.g. 2,3"),
     text(kDevelopment, "COIL_TORCH_TEST_TRACE", "tests/torch/test_p2p.py: any value traces"),
     text(kDevelopment, "COIL_TORCH_TEST_DEVICE",
-         "tests/torch/test_cuda.py: cpu runs its body on CPU tensors"),
+         "tests/torch: cpu runs test_cuda.py on the CPU, cuda test_pipelining.py on GPUs"),
     integer(kDevelopment, "COIL_TORCHRUN_LAUNCHES", 1, INT32_MAX,
             "tests/port/torchrun_test.py: launches"),
     text(kDevelopment, "COIL_DIST_SUITE_ROLE", "tests/torch/suite: set for its child processes"),

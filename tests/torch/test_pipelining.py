@@ -9,11 +9,18 @@ interleaves its micro-batches. Checked, for GPipe and 1F1B, 2 and 3 ranks,
     one process on the whole batch (the schedule scales them by 1/4, the
     micro-batch count), within 1e-5;
   - the last stage's per-micro-batch losses add up to the whole batch's.
+
+COIL_TORCH_TEST_DEVICE=cuda runs the stages on CUDA (rank % device count;
+ranks may share a GPU), whose activations and gradients then go through
+coil's CUDA send/recv; it exits 77 with the reason where torch sees no GPU.
 """
 import datetime
+import os
 import sys
 
-from harness import init_env, run_worlds, say
+from harness import SKIP, init_env, require_coil_torch, run_worlds, say
+
+ON_CUDA = os.environ.get("COIL_TORCH_TEST_DEVICE") == "cuda"
 
 MICRO_BATCHES = 4
 WIDTH = 16
@@ -28,6 +35,10 @@ def worker(rank, world, port):
     import coil_torch  # noqa: F401
 
     torch.set_num_threads(1)
+    dev = torch.device("cpu")
+    if ON_CUDA:
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
     x = torch.randn(2 * MICRO_BATCHES, WIDTH, generator=torch.Generator().manual_seed(1))
     y = torch.randn(2 * MICRO_BATCHES, WIDTH, generator=torch.Generator().manual_seed(2))
@@ -42,13 +53,13 @@ def worker(rank, world, port):
         whole = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.Tanh())])
         mine = torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh())
         mine[0].load_state_dict(layers[rank].state_dict())
-        stage = PipelineStage(mine, rank, world, torch.device("cpu"))
+        stage = PipelineStage(mine.to(dev), rank, world, dev)
         schedule = schedule_class(stage, n_microbatches=MICRO_BATCHES, loss_fn=loss_fn)
         losses = []
         if rank == 0:
-            schedule.step(x)
+            schedule.step(x.to(dev))
         elif rank == world - 1:
-            schedule.step(target=y, losses=losses)
+            schedule.step(target=y.to(dev), losses=losses)
         else:
             schedule.step()
 
@@ -56,7 +67,7 @@ def worker(rank, world, port):
         whole_loss.backward()
         for what, got, want in (("weight", mine[0].weight.grad, layers[rank].weight.grad),
                                 ("bias", mine[0].bias.grad, layers[rank].bias.grad)):
-            off = (got - want / MICRO_BATCHES).abs().max().item()
+            off = (got.cpu() - want / MICRO_BATCHES).abs().max().item()
             if off > 1e-5:
                 problems.append(f"{name}: stage {rank} {what} gradient is {off:.2e} off")
         if rank == world - 1:
@@ -65,13 +76,18 @@ def worker(rank, world, port):
             if len(losses) != MICRO_BATCHES or wrong_total:
                 problems.append(f"{name}: losses {[round(v.item(), 4) for v in losses]} add up to "
                                 f"{total}, the whole batch's is {whole_loss.item()}")
-        say(f"rank {rank}/{world}: {name} done")
+        say(f"rank {rank}/{world}: {name} on {dev} done")
     dist.destroy_process_group()
     if problems:
         raise AssertionError("\n".join(problems))
 
 
 def main():
+    require_coil_torch()
+    import torch
+    if ON_CUDA and not torch.cuda.is_available():
+        print("SKIP: torch sees no CUDA device (COIL_TORCH_TEST_DEVICE=cuda)")
+        return SKIP
     run_worlds("test_pipelining", worker, (2, 3), timeout=180)
 
 

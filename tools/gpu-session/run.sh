@@ -1,7 +1,8 @@
 #!/bin/bash
 # One GPU check, run on the borrowed machine from the repository root:
 #   bash .gpu/run.sh        ($OUT: the folder whose files come back)
-# Keeps to 8 log files (what comes back), each step under its own timeout.
+# Keeps to 6 log files under $OUT (8 come back; the caller's tee makes a 7th),
+# each step under its own timeout.
 cd "$(dirname "$0")"; G=$PWD; ROOT=$(dirname "$G"); OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 export COIL_SOCKET_IFNAME=lo PYTHONFAULTHANDLER=1
 # libcoil needs hwloc, coil_perf Open MPI too: the bare image may have neither.
@@ -71,8 +72,8 @@ for n in 2 4; do
   for mode in off on off on; do
     echo "-- P=$n windows $mode"
     ( if [ $mode = off ]; then export COIL_PEER_WINDOW_BYTES=0; else export COIL_PEER_MIN_BYTES=1; fi
-      t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 16K -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1 )
-    cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
+      t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 16K -e 64M -f 4 --memory device -c 1 -n 10 -w 3 -T 20 > /tmp/perf-peer.tmp 2>&1 )
+    cat /tmp/perf-peer.tmp >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " /tmp/perf-peer.tmp
   done
 done
 # The windows the application registers (coilCommWindowRegister, coil_perf
@@ -83,16 +84,16 @@ for n in 2 4; do
   regs="0 2 0 2"; [ $n = 4 ] && regs="0 2"
   for reg in $regs; do
     echo "-- P=$n -R $reg"
-    COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 1M -e 64M -f 4 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1
-    cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
-    grep -m1 -E "window #[0-9]+ .*(in place|not mapped)" "$OUT/perf-peer.tmp"
+    COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t timeout 25 ./benchmarks/perf/coil_perf -P $n -b 1M -e 64M -f 4 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > /tmp/perf-peer.tmp 2>&1
+    cat /tmp/perf-peer.tmp >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " /tmp/perf-peer.tmp
+    grep -m1 -E "window #[0-9]+ .*(in place|not mapped)" /tmp/perf-peer.tmp
   done
 done
 echo "== coil_perf -P 2 --memory device -C allgather,reducescatter, 1-64 MiB: staged (-R 0) vs windows (-R 2)"
 for reg in 0 2; do
   echo "-- -R $reg"
-  t timeout 25 ./benchmarks/perf/coil_perf -P 2 -C allgather,reducescatter -b 1M -e 64M -f 8 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > "$OUT/perf-peer.tmp" 2>&1
-  cat "$OUT/perf-peer.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-peer.tmp"
+  t timeout 25 ./benchmarks/perf/coil_perf -P 2 -C allgather,reducescatter -b 1M -e 64M -f 8 --memory device -R $reg -c 1 -n 10 -w 3 -T 20 > /tmp/perf-peer.tmp 2>&1
+  cat /tmp/perf-peer.tmp >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " /tmp/perf-peer.tmp
 done
 # What a usable GPU costs the host path: with a device, every call asks
 # CUDA which memory its buffers are (cudaPointerGetAttributes, twice);
@@ -102,8 +103,8 @@ echo "== host buffers, 8 B-1 KiB, -P 2: GPU visible vs hidden (CUDA_VISIBLE_DEVI
 for v in visible hidden; do
   echo "-- GPU $v"
   ( [ $v = hidden ] && export CUDA_VISIBLE_DEVICES=
-    t timeout 20 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 1K -f 4 --memory host -c 1 -n 5000 -w 500 -T 20 > "$OUT/perf-host.tmp" 2>&1 )
-  cat "$OUT/perf-host.tmp" >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " "$OUT/perf-host.tmp"
+    t timeout 20 ./benchmarks/perf/coil_perf -P 2 -b 8 -e 1K -f 4 --memory host -c 1 -n 5000 -w 500 -T 20 > /tmp/perf-host.tmp 2>&1 )
+  cat /tmp/perf-host.tmp >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " /tmp/perf-host.tmp
 done
 echo "== coil_perf -P 2 --memory host (same card, same run)"
 t timeout 15 ./benchmarks/perf/coil_perf -P 2 -b 16 -e 64M -f 4 --memory host -c 1 -n 10 -w 3 -T 20 >> "$OUT/perf.log" 2>&1
@@ -121,6 +122,10 @@ WATCH=$!
   LD_PRELOAD="$G/segv_trace.so" t timeout 150 python3 test_cuda.py >> "$OUT/torch.log" 2>&1)
 kill $WATCH 2>/dev/null
 grep -v "^\s*$" "$OUT/torch.log" | grep -v "^W[0-9]" | tail -60
+echo "== torch: tests/torch/test_pipelining.py on CUDA (GPipe, 1F1B; CUDA send/recv)"
+(cd "$ROOT/tests/torch" && COIL_TORCH_TEST_DEVICE=cuda PYTHONUNBUFFERED=1 COIL_TORCH_EXT_DIR=/tmp/ext \
+  PYTHONPATH="$ROOT/python" OMP_NUM_THREADS=1 t timeout 60 python3 test_pipelining.py > /tmp/pipelining.log 2>&1)
+cat /tmp/pipelining.log >> "$OUT/torch.log"; grep -v "^W[0-9]\|^frame" /tmp/pipelining.log | tail -12
 # Small device calls of ranks as processes on one GPU cost ~220 us more per
 # extra process than ranks as threads, in stream and host order alike
 # (2026-11-27): the GPU time-slices between the processes' contexts. MPS
