@@ -39,7 +39,7 @@ namespace coil_torch {
 
 /// A send of CUDA `tensor`: queues its copy into pinned host memory on
 /// `op`'s side stream (after the current stream as it was at the call) and
-/// returns that memory. It holds the message once op.waitOnHost() returns.
+/// returns that memory. It holds the message once waitForCopy(op) is true.
 at::Tensor copyToPinned(CudaOp& op, const at::Tensor& tensor);
 
 /// Waits on the host until `op`'s copy has run: true; false once `limit`
