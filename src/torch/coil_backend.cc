@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -157,13 +158,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::enqueue(c10d::OpType type,
   if (coalescing_) {
     TORCH_CHECK(!batchCuda_, "coil backend: ", c10d::opTypeToString(type), ": CPU and CUDA "
                 "collectives in one coalesced batch are not supported; end the batch between them");
-    auto work = newWork(type, std::move(outputs), nullptr);
-    work->setInOpenBatch(true);
     BatchEntry e;
-    e.work = work;
+    e.work = newWork(type, std::move(outputs), nullptr);
     e.body = std::move(body);
-    batch_.push_back(std::move(e));
-    return work;
+    return addToBatch(std::move(e));
   }
   auto work =
       newWork(type, std::move(outputs), std::move(body));
@@ -190,14 +188,18 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::collectCudaCollective(
                 batchCuda_->device().str(), " and ", device.str());
     batchCuda_->recordInputsReady();  // the batch runs after this call's inputs too
   }
-  auto work = newWork(type, std::move(outputs), nullptr);
-  work->setCudaOp(batchCuda_, {});
-  work->setInOpenBatch(true);
   BatchEntry e;
-  e.work = work;
+  e.work = newWork(type, std::move(outputs), nullptr);
+  e.work->setCudaOp(batchCuda_, {});
   e.body = std::move(body);
   e.inputs = std::move(inputs);
-  batch_.push_back(std::move(e));
+  return addToBatch(std::move(e));
+}
+
+c10::intrusive_ptr<CoilWork> CoilBackend::addToBatch(BatchEntry entry) {
+  c10::intrusive_ptr<CoilWork> work = entry.work;
+  work->setInOpenBatch(true);  // endCoalescing (or a shutdown) clears it
+  batch_.push_back(std::move(entry));
   return work;
 }
 
@@ -251,14 +253,15 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::endCoalescing() {
   // postPointToPoint), it is recorded on their side stream after the last of
   // their copies there. Either way wait() makes the current stream wait.
   std::function<void()> recordEnd;
-  if (batchCuda) work->setCudaOp(batchCuda, {});
-  for (const BatchEntry& e : batch) {
-    if (batchCuda) break;
-    if (!e.isP2p || !e.tensor.is_cuda()) continue;
-    auto end = std::make_shared<CudaOp>(e.tensor.device(), p2p_->sideStream(e.tensor.device()));
+  auto cudaP2p = std::find_if(batch.begin(), batch.end(),
+                              [](const BatchEntry& e) { return e.isP2p && e.tensor.is_cuda(); });
+  if (batchCuda) {
+    work->setCudaOp(batchCuda, {});
+  } else if (cudaP2p != batch.end()) {
+    const c10::Device device = cudaP2p->tensor.device();
+    auto end = std::make_shared<CudaOp>(device, p2p_->sideStream(device));
     work->setCudaOp(end, {});
     recordEnd = [end] { end->run([] {}, {}); };
-    break;
   }
   auto latch = std::make_shared<CompletionLatch>(work, parts, std::move(recordEnd));
   std::vector<BatchEntry> collectives;
@@ -330,17 +333,14 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::postPointToPoint(bool isSend,
                   "coil backend: ", name, ": the CUDA tensors of one batch of sends and "
                   "receives must be on one device, got ", e.tensor.device().str(), " and ",
                   tensor.device().str());
-    auto work = newPointToPointWork(type, tensor);
-    work->setInOpenBatch(true);
     BatchEntry e;
-    e.work = work;
+    e.work = newPointToPointWork(type, tensor);
     e.isP2p = true;
     e.isSend = isSend;
     e.tensor = tensor;
     e.peer = peer;
     e.tag = tag;
-    batch_.push_back(std::move(e));
-    return work;
+    return addToBatch(std::move(e));
   }
   commRef();  // raises if shut down
   auto work = newPointToPointWork(type, tensor);

@@ -149,6 +149,9 @@ class CoilBackend : public c10d::Backend {
                                                        const c10::Device& device);
   c10::intrusive_ptr<c10d::Work> postPointToPoint(bool isSend, const at::Tensor& tensor,
                                                      int peer, int tag);
+  /// Adds `entry` to the open batch, marking its work as in it (wait()
+  /// then refuses until the batch ends); returns the work.
+  c10::intrusive_ptr<CoilWork> addToBatch(BatchEntry entry);
   /// A send's or receive's work; on a CUDA tensor, with its CudaOp on the
   /// point-to-point side stream, made now (the current stream as it is at
   /// the call), as cuda_p2p.h describes.
