@@ -1,5 +1,5 @@
 // What both device executors of window programs share (the peer windows'
-// DeviceWindowExecutor, device_window_allreduce.cc, and the registered
+// DeviceWindowExecutor, device_window_collectives.cc, and the registered
 // windows' DeviceDirectExecutor, registered_collectives.cc): GPU work gathers
 // until the program waits, and the wait closes a StagedStream phase whose
 // host step (a barrier of the ranks) runs once the stream has done it.

@@ -22,7 +22,7 @@ using Phase = PhaseRecorder::Phase;
 // elements.
 class DeviceDirectExecutor {
  public:
-  DeviceDirectExecutor(const DeviceAllReduceCall& call, const std::vector<const void*>& peerSend,
+  DeviceDirectExecutor(const DeviceCall& call, const std::vector<const void*>& peerSend,
                        const std::vector<const void*>& peerRecv, int rank,
                        std::function<void()> firstBarrier, std::function<void()> barrier)
       : call_(call),
@@ -83,7 +83,7 @@ class DeviceDirectExecutor {
     return offsetBy(base, elems);
   }
 
-  const DeviceAllReduceCall call_;
+  const DeviceCall call_;
   const std::vector<const void*>& peerSend_;
   const std::vector<const void*>& peerRecv_;
   const int rank_;
@@ -94,7 +94,7 @@ class DeviceDirectExecutor {
 
 }  // namespace
 
-std::vector<Phase> registeredPhases(CollKind kind, const DeviceAllReduceCall& call,
+std::vector<Phase> registeredPhases(CollKind kind, const DeviceCall& call,
                                     const std::vector<const void*>& peerSend,
                                     const std::vector<const void*>& peerRecv, int rank,
                                     std::function<void()> firstBarrier,

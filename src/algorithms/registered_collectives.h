@@ -4,7 +4,7 @@
 // output, read in place, so no byte goes through a slot. Their executor
 // here turns each step into GPU work on the caller's stream and each wait
 // into a host barrier between StagedStream phases, as DeviceWindowExecutor
-// does for the slice program (device_window_allreduce.h). The all-reduce:
+// does for the slice program (device_window_collectives.h). The all-reduce:
 //
 //   (wait for every rank's stream to reach the call)          | barrier
 //   reduce my slice of every rank's input into my output       | barrier
@@ -33,7 +33,7 @@
 #include <functional>
 #include <vector>
 
-#include "algorithms/device_window_allreduce.h"
+#include "algorithms/device_window_collectives.h"
 #include "algorithms/fingerprint.h"
 #include "device/staged_stream.h"
 
@@ -46,7 +46,7 @@ namespace coil::algo {
 /// read may be null (the peers' inputs of an all-gather, their outputs of a
 /// reduce-scatter). At least 2 ranks.
 std::vector<device::StagedStream::Phase> registeredPhases(
-    CollKind kind, const DeviceAllReduceCall& call, const std::vector<const void*>& peerSend,
+    CollKind kind, const DeviceCall& call, const std::vector<const void*>& peerSend,
     const std::vector<const void*>& peerRecv, int rank, std::function<void()> firstBarrier,
     std::function<void()> barrier);
 

@@ -7,6 +7,7 @@ namespace coil::algo {
 const std::vector<AlgorithmProgram>& algorithmPrograms() {
   using enum Layout;
   using enum Blocks;
+  using enum DeviceOnly;
   using K = CollKind;
   static const std::vector<AlgorithmProgram> programs = {
       {K::AllReduce, "ring", "ringAllReduce", ringAllReduce, kSeparate, kOne, kOne, false,
@@ -29,15 +30,23 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
       {K::AllReduce, "registered", "windowDirectProgram", nullptr, kSeparate, kOne, kOne, false,
        "device buffers registered as windows: rank r reduces slice r of every rank's input "
        "where it lies; every rank copies the others' slices from their outputs",
-       windowDirectProgram<WindowTrace>, {}, true},
+       windowDirectProgram<WindowTrace>, {}, kRegisteredWindows},
       {K::Broadcast, "ring", "ringBroadcast", ringBroadcast, kSeparate, kOne, kOne, false,
        "a pipelined chain from the root"},
       {K::Broadcast, "tree", "treeBroadcast", treeBroadcast, kInPlaceAtRoot, kOne, kOne, false,
        "a pipelined binary tree from the root"},
+      {K::Broadcast, "peer", "windowPeerBroadcastProgram", nullptr, kSeparate, kOne, kOne, false,
+       "device buffers on one host: the root puts each piece in its window slot; every rank "
+       "copies it out",
+       windowPeerBroadcastProgram<WindowTrace>, {}, kPeerWindows},
       {K::Reduce, "chain", "chainReduce", chainReduce, kSeparate, kOne, kOne, false,
        "a pipelined chain into the root"},
       {K::Reduce, "tree", "treeReduce", treeReduce, kAccumulate, kOne, kOne, false,
        "a pipelined binary tree into the root"},
+      {K::Reduce, "peer", "windowPeerReduceProgram", nullptr, kSeparate, kOne, kOne, false,
+       "device buffers on one host: every rank puts each piece in its window slot; the root "
+       "reduces all n slots",
+       windowPeerReduceProgram<WindowTrace>, {}, kPeerWindows},
       {K::AllGather, "ring", "ringAllGather", ringAllGather, kInPlaceOwnBlock, kOne, kPerRank,
        false, "each block travels once around the ring"},
       {K::AllGather, "hier", "hierarchicalAllGather", hierarchicalAllGather, kInPlaceOwnBlock, kOne,
@@ -47,7 +56,12 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        kPerRank, false,
        "device buffers registered as windows: every rank places its block in its output, then "
        "copies every other block from its owner's output",
-       windowDirectAllGatherProgram<WindowTrace>, {}, true},
+       windowDirectAllGatherProgram<WindowTrace>, {}, kRegisteredWindows},
+      {K::AllGather, "peer", "windowPeerAllGatherProgram", nullptr, kSeparate, kOne, kPerRank,
+       false,
+       "device buffers on one host: every rank puts each piece of its block in its window slot; "
+       "every rank copies all n pieces out",
+       windowPeerAllGatherProgram<WindowTrace>, {}, kPeerWindows},
       {K::ReduceScatter, "ring", "ringReduceScatter", ringReduceScatter, kSeparate, kPerRank,
        kOne, true, "block b is reduced around the ring, completing at rank b"},
       {K::ReduceScatter, "hier", "hierarchicalReduceScatter", hierarchicalReduceScatter, kScratch,
@@ -58,13 +72,31 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        kPerRank, kOne, true,
        "device buffers registered as windows: rank r reduces block r of every rank's input "
        "where it lies",
-       windowDirectReduceScatterProgram<WindowTrace>, {}, true},
+       windowDirectReduceScatterProgram<WindowTrace>, {}, kRegisteredWindows},
+      {K::ReduceScatter, "peer", "windowPeerReduceScatterProgram", nullptr, kSeparate, kPerRank,
+       kOne, true,
+       "device buffers on one host: every rank puts each piece of all n blocks in its window "
+       "slot; rank r reduces block r's from all n slots",
+       windowPeerReduceScatterProgram<WindowTrace>, {}, kPeerWindows},
       {K::AllToAll, "pairwise", "pairwiseAllToAll", pairwiseAllToAll, kSeparate, kPerRank,
        kPerRank, false, "in step k, send to rank+k while receiving from rank-k"},
+      {K::AllToAll, "peer", "windowPeerAllToAllProgram", nullptr, kSeparate, kPerRank, kPerRank,
+       false,
+       "device buffers on one host: every rank puts each piece of all n blocks in its window "
+       "slot; rank r copies block r's out of every slot",
+       windowPeerAllToAllProgram<WindowTrace>, {}, kPeerWindows},
       {K::Gather, "direct", "directGather", directGather, kSeparate, kOne, kPerRank, false,
        "every rank sends its block to the root"},
+      {K::Gather, "peer", "windowPeerGatherProgram", nullptr, kSeparate, kOne, kPerRank, false,
+       "device buffers on one host: every rank puts each piece of its block in its window slot; "
+       "the root copies all n out",
+       windowPeerGatherProgram<WindowTrace>, {}, kPeerWindows},
       {K::Scatter, "direct", "directScatter", directScatter, kSeparate, kPerRank, kOne, false,
        "the root sends every rank its block"},
+      {K::Scatter, "peer", "windowPeerScatterProgram", nullptr, kSeparate, kPerRank, kOne, false,
+       "device buffers on one host: the root puts each piece of all n blocks in its window slot; "
+       "rank r copies block r's out",
+       windowPeerScatterProgram<WindowTrace>, {}, kPeerWindows},
   };
   return programs;
 }

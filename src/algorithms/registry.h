@@ -20,8 +20,9 @@
 // driver runs the first where the ranks share a window (one host), the
 // second where they do not (across hosts, or COIL_SHM_WINDOW=0). The
 // "registered" programs of all-reduce, all-gather and reduce-scatter (the
-// direct programs) run only on device buffers registered as windows
-// (deviceWindowsOnly).
+// direct programs) run only on device buffers registered as windows, and
+// the "peer" programs of every other collective only on device buffers
+// through the peer windows' slots (deviceOnly says which).
 #pragma once
 
 #include <string_view>
@@ -62,6 +63,14 @@ struct FifoForm {
   FifoOneShotTraceProgram program = nullptr;
 };
 
+/// Window programs that no host engine runs: device buffers only.
+enum class DeviceOnly {
+  kNo,
+  kPeerWindows,        // through the slots of the peer windows (api/peer_windows.h)
+  kRegisteredWindows,  // slots are the ranks' own input (slot 0) and output (slot 1),
+                       // registered as windows (registered_collectives.h)
+};
+
 struct AlgorithmProgram {
   CollKind collective;
   const char* name;      // as COIL_ALGO spells it: "ring", "tree", "chain", ...
@@ -77,11 +86,11 @@ struct AlgorithmProgram {
   /// The window program's form without a window (across hosts); none when
   /// program is null (then the algorithm needs a window: slice).
   FifoForm withoutWindow{};
-  /// A window program whose slots are the ranks' own input (slot 0) and
-  /// output (slot 1), read in place: device buffers registered as windows
-  /// (registered_collectives.h). No host engine runs it, COIL_ALGO cannot
-  /// name it; coil-sim shows it.
-  bool deviceWindowsOnly = false;
+  /// A window program for device buffers only: no host engine runs it,
+  /// COIL_ALGO cannot name it, coil-sim shows it.
+  DeviceOnly deviceOnly = DeviceOnly::kNo;
+  /// Its slots are the ranks' own buffers (registered windows).
+  bool readsCallerBuffers() const { return deviceOnly == DeviceOnly::kRegisteredWindows; }
   bool onWindow() const { return windowProgram != nullptr; }
   bool hasFifoForm() const { return withoutWindow.program != nullptr; }
 };

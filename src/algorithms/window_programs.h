@@ -44,6 +44,9 @@
 //   direct    3·α + (n-1)/n·S·β + (n-1)/n·S·γ   (device windows only, below;
 //             all-gather 2·α + (n-1)·B·β, reduce-scatter 2·α + (n-1)·B·γ for
 //             blocks of B bytes)
+//   peer      the other collectives through the slots (device peer windows
+//             only, at the end of this file): ⌈B/P⌉ + 1 handshakes and, per
+//             rank, at most (n+1)·B·β and (n-1)·B·γ (each program says)
 #pragma once
 
 #include <algorithm>
@@ -61,6 +64,7 @@ struct WindowShape {
                       // ranks never write the same line of a slot or the output
   size_t pieceElems;  // slice: elements per piece (whole line-slices for n ranks)
   bool inlined;       // one-shot: the input fits a slot's inline lines
+  int root = 0;       // the peer programs' broadcast, reduce, gather and scatter
 };
 
 /// Where a reduction's own term comes from.
@@ -195,6 +199,144 @@ void windowDirectReduceScatterProgram(Executor& w, const WindowShape& s) {
   w.post(step + 1, kInput);  // I read no peer any more
   w.wait(step + 1, 0);
   w.done();
+}
+
+// The peer programs: every other collective through the slots, pipelined
+// in pieces, for device buffers on the peer windows (device_window_
+// collectives.h runs them; no host engine does). pieceElems: elements of
+// one rank's block per piece, B: count, a rank's block. The programs that
+// hand each rank its own block (reduce-scatter, all-to-all, scatter) put n
+// pieces in a slot, side by side at q·P; the others one. Each piece is one
+// step: put into my slot a = step % 2, post, wait, read the peers' slot a,
+// so the step protocol above holds (a slot is written again two steps
+// later, when every peer has posted the step between). A rank's own block
+// goes through its own slot like the others': the program cannot tell an
+// in-place call from another, and its own term of a reduction read from
+// the slot never aliases the output (a chain launch over more than
+// device::kChainSourcesPerLaunch terms could not take it in place).
+
+namespace peer_detail {
+
+// Calls piece(base, len, step, slot) for each piece of a block of `count`
+// elements, and ends the program.
+template <class Executor, class Piece>
+void inPieces(Executor& w, const WindowShape& s, Piece&& piece) {
+  for (size_t base = 0; base < s.count; base += s.pieceElems) {
+    const uint32_t step = w.nextStep();
+    piece(base, std::min(s.pieceElems, s.count - base), step, static_cast<int>(step % 2));
+    if (base == 0) w.joined();
+  }
+  w.done();
+}
+
+inline size_t blockAt(int q, size_t count) { return static_cast<size_t>(q) * count; }
+
+}  // namespace peer_detail
+
+/// Peer all-gather (count: elements a rank gives). Each piece of my block
+/// goes into my slot; every rank copies every rank's piece into its block
+/// of the output. Per rank: B·β put, n·B·β copied out.
+template <class Executor>
+void windowPeerAllGatherProgram(Executor& w, const WindowShape& s) {
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    w.put(a, base, 0, len, false);
+    w.post(step, a);
+    w.wait(step, 0);
+    for (int q = 0; q < s.nranks; ++q)
+      w.copyOut(q, a, 0, peer_detail::blockAt(q, s.count) + base, len);
+  });
+}
+
+/// Peer reduce-scatter (count: elements a rank gets). Each piece of every
+/// block of my input goes into my slot, block q's at q·P; rank r reduces
+/// the piece at r·P of every rank's slot, in rank order, into its output.
+/// Per rank: n·B·β put, (n-1)·B·γ.
+template <class Executor>
+void windowPeerReduceScatterProgram(Executor& w, const WindowShape& s) {
+  const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    for (int q = 0; q < s.nranks; ++q)
+      w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems, len,
+            false);
+    w.post(step, a);
+    w.wait(step, 0);
+    w.reduceToOutput(a, mine, base, len, OwnTerm::kSlot, false);
+  });
+}
+
+/// Peer all-to-all (count: elements per block). Each piece of every block
+/// of my input goes into my slot, block q's at q·P; rank r copies the piece
+/// at r·P of rank q's slot into its block q. Per rank: n·B·β put, n·B·β
+/// copied out.
+template <class Executor>
+void windowPeerAllToAllProgram(Executor& w, const WindowShape& s) {
+  const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    for (int q = 0; q < s.nranks; ++q)
+      w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems, len,
+            false);
+    w.post(step, a);
+    w.wait(step, 0);
+    for (int q = 0; q < s.nranks; ++q)
+      w.copyOut(q, a, mine, peer_detail::blockAt(q, s.count) + base, len);
+  });
+}
+
+/// Peer broadcast. The root puts each piece in its slot; every rank (the
+/// root too) copies it into its output. Per rank: B·β (the root 2·B·β).
+template <class Executor>
+void windowPeerBroadcastProgram(Executor& w, const WindowShape& s) {
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    if (s.rank == s.root) w.put(a, base, 0, len, false);
+    w.post(step, a);
+    w.wait(step, 0);
+    w.copyOut(s.root, a, 0, base, len);
+  });
+}
+
+/// Peer reduce. Every rank puts each piece in its slot; the root reduces
+/// the n slots, in rank order, into its output. Per rank: B·β; the root
+/// also (n-1)·B·γ.
+template <class Executor>
+void windowPeerReduceProgram(Executor& w, const WindowShape& s) {
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    w.put(a, base, 0, len, false);
+    w.post(step, a);
+    w.wait(step, 0);
+    if (s.rank == s.root) w.reduceToOutput(a, 0, base, len, OwnTerm::kSlot, false);
+  });
+}
+
+/// Peer gather (count: elements a rank gives). Every rank puts each piece
+/// of its block in its slot; the root copies every rank's into its block
+/// of the output. Per rank: B·β; the root also n·B·β.
+template <class Executor>
+void windowPeerGatherProgram(Executor& w, const WindowShape& s) {
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    w.put(a, base, 0, len, false);
+    w.post(step, a);
+    w.wait(step, 0);
+    if (s.rank == s.root)
+      for (int q = 0; q < s.nranks; ++q)
+        w.copyOut(q, a, 0, peer_detail::blockAt(q, s.count) + base, len);
+  });
+}
+
+/// Peer scatter (count: elements a rank gets). The root puts each piece of
+/// every block of its input in its slot, block q's at q·P; rank r copies
+/// the piece at r·P into its output. Per rank: B·β; the root also n·B·β.
+template <class Executor>
+void windowPeerScatterProgram(Executor& w, const WindowShape& s) {
+  const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
+  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    if (s.rank == s.root)
+      for (int q = 0; q < s.nranks; ++q)
+        w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems,
+              len, false);
+    w.post(step, a);
+    w.wait(step, 0);
+    w.copyOut(s.root, a, mine, base, len);
+  });
 }
 
 }  // namespace coil::algo

@@ -73,8 +73,7 @@ void issue(coilComm* comm, const CollectiveCall& call, const CallBuffers& use,
   if (device)
     if (const std::optional<RegisteredCall> windows = registeredCallOf(comm, call, use))
       return enqueueRegisteredCall(comm, call, *windows, stream, function);
-  if (device && runsOnPeerWindows(comm, call, use.recvBytes))
-    return enqueuePeerAllReduce(comm, call, stream, function);
+  if (device && runsOnPeerWindows(comm, call)) return enqueuePeerCall(comm, call, stream, function);
   runOrEnqueue(comm, device, rangesOf(use, device), stream, function,
                [call](Communicator& host, const HostOf& of) { host.collective(hostCall(call, of)); });
 }

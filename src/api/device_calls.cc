@@ -176,20 +176,26 @@ void barrierOfTheSameCall(coilComm* comm, std::span<const uint64_t> values,
 
 }  // namespace
 
-void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
-                          const char* what) {
+void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
+                     const char* what) {
   Communicator& c = usable(comm);
-  const PeerWindows& pw = *comm->peerWindows;
-  const uint64_t tag = algo::Fingerprint{0, call.kind, call.type, call.op, call.count}.encode();
+  PeerWindows& pw = *comm->peerWindows;
+  // The root is part of the fingerprint (as the host engine's): ranks that
+  // disagree on it fail instead of reading the wrong rank's slot.
+  const uint64_t tag =
+      algo::Fingerprint{0, call.kind, call.type, algo::reduces(call.kind) ? call.op : coilSum,
+                        call.count ^ (static_cast<uint64_t>(call.root) << 48)}
+          .encode();
   auto barrier = [comm, tag, name = std::string(what)] {
     barrierOfTheSameCall(comm, std::span(&tag, 1), name);
   };
-  const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
-                                         call.op};
+  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count,
+                                call.type,     call.op,      call.root};
   stagedStreamOf(comm).enqueuePhases(
-      algo::deviceWindowAllReducePhases(device, pw.windows, pw.slotBytes, c.rank(),
-                                        std::move(barrier)),
+      algo::deviceWindowPhases(call.kind, device, pw.windows, pw.slotBytes, c.rank(),
+                               std::move(barrier)),
       stream, orderOf(comm, c));
+  pw.callsRun.fetch_add(1, std::memory_order_relaxed);
 }
 
 void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
@@ -211,7 +217,7 @@ void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
   }
   peerSend[rank] = call.sendbuff;
   peerRecv[rank] = call.recvbuff;
-  const algo::DeviceAllReduceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
+  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
                                          call.op};
   stagedStreamOf(comm).enqueuePhases(
       algo::registeredPhases(

@@ -69,10 +69,10 @@ void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceR
   enqueueOnStream(comm, ranges, stream, what, CallWork(std::forward<Work>(work)));
 }
 
-/// Enqueues an all-reduce that runs on the peers' mapped device memory
-/// (api/peer_windows.h, algorithms/device_window_allreduce.h) on `stream`.
-void enqueuePeerAllReduce(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
-                          const char* what);
+/// Enqueues a collective that runs on the peers' mapped device memory
+/// (api/peer_windows.h, algorithms/device_window_collectives.h) on `stream`.
+void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
+                     const char* what);
 
 /// Enqueues a call whose buffers lie in windows the ranks registered
 /// (api/registered_windows.h, algorithms/registered_collectives.h) on `stream`.

@@ -36,7 +36,7 @@ struct coilComm {
   // communicator (device_calls.cc).
   std::optional<coil::device::StagedStream::Order> forcedOrder;
   // The peers' device memory, mapped at init (api/peer_windows.h); null
-  // where device all-reduces are staged through host memory. Reset after
+  // where device collectives are staged through host memory. Reset after
   // `staged` (whose queued calls use it) and before impl.
   std::unique_ptr<coil::api::PeerWindows> peerWindows;
   // The windows the application registered (api/registered_windows.h);

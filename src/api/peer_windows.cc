@@ -15,13 +15,15 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "net/fd_passing.h"
+#include "reduce/reduce.h"
 
 namespace coil::api {
 namespace {
 
 constexpr int64_t kDefaultSlotBytes = int64_t{32} << 20;
-// Below this a device all-reduce is staged through host memory: one
-// handover between the GPU and the host instead of three.
+// Below this a device collective is staged through host memory: one
+// handover between the GPU and the host instead of two (most collectives:
+// one piece and the end) or four (the all-reduce).
 constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;
 // The descriptor exchange is local to the host; a rank that has not sent
 // its own by then is stuck or gone.
@@ -211,7 +213,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
 }
 
 void sayStaged(const std::string& why) {
-  COIL_INFO(kInit, "device all-reduces are staged through host memory: ", why);
+  COIL_INFO(kInit, "device collectives are staged through host memory: ", why);
 }
 
 // Hands the mapped windows to the communicator.
@@ -220,7 +222,7 @@ void attach(coilComm* comm, std::unique_ptr<PeerWindows> pw) {
     auto* base = static_cast<uint8_t*>(m.ptr);
     pw->windows.push_back({{base, base + pw->slotBytes}});
   }
-  COIL_INFO(kInit, "device all-reduces of ", pw->minBytes, " bytes and more read the peers' ",
+  COIL_INFO(kInit, "device collectives of ", pw->minBytes, " bytes and more read the peers' ",
             "device memory (", pw->sharing, ", 2 slots of ", pw->slotBytes, " bytes per rank)");
   comm->peerWindows = std::move(pw);
 }
@@ -279,9 +281,17 @@ void attachPeerWindows(coilComm* comm) {
   sayStaged(why.empty() ? legacyWhy : "cuMem: " + why + "; legacy IPC: " + legacyWhy);
 }
 
-bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call, size_t bytes) {
-  return comm->peerWindows && call.kind == algo::CollKind::AllReduce && call.op < coilNumOps &&
-         bytes > 0 && bytes >= comm->peerWindows->minBytes;
+bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call) {
+  using algo::CollKind;
+  const PeerWindows* pw = comm->peerWindows.get();
+  if (pw == nullptr || call.kind == CollKind::Barrier) return false;
+  if (algo::reduces(call.kind) && call.op >= coilNumOps) return false;
+  const bool oneBlock = call.kind == CollKind::AllReduce || call.kind == CollKind::Broadcast ||
+                        call.kind == CollKind::Reduce;
+  const size_t n = static_cast<size_t>(comm->nranks);
+  const size_t bytes = call.count * reduce::typeSize(call.type) * (oneBlock ? 1 : n);
+  return bytes > 0 && bytes >= pw->minBytes &&
+         algo::deviceWindowPieceElems(call.kind, call.type, n, pw->slotBytes) > 0;
 }
 
 }  // namespace coil::api

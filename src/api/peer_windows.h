@@ -1,7 +1,7 @@
 // Peer windows: device memory that every rank of a communicator maps, so
-// that a device all-reduce reads its peers' data on the GPU instead of
-// staging it through host memory (algorithms/device_window_allreduce.h
-// runs it).
+// that a collective on device buffers reads its peers' data on the GPU
+// instead of staging it through host memory (algorithms/device_window_
+// collectives.h runs every collective but the barrier on them).
 //
 // Made at init, when every rank has a GPU and all are on one host. Each
 // rank allocates its window (two slots of COIL_PEER_WINDOW_BYTES) and the
@@ -26,11 +26,12 @@
 // wait on a stream that waits on this communicator (staged_stream.h).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <vector>
 
 #include "device/device.h"
-#include "algorithms/device_window_allreduce.h"
+#include "algorithms/device_window_collectives.h"
 
 struct coilComm;
 
@@ -47,6 +48,7 @@ struct PeerWindows {
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
   std::vector<algo::DeviceWindow> windows;      // by rank
   const char* sharing = "";                     // the way they were shared, for logs and tests
+  std::atomic<uint64_t> callsRun{0};            // calls enqueued on the windows (for tests)
   PeerWindows() = default;
   PeerWindows(const PeerWindows&) = delete;
   PeerWindows& operator=(const PeerWindows&) = delete;
@@ -70,8 +72,10 @@ bool everyRankAgrees(Communicator& c, bool mine);
 size_t peerMinBytesHere();
 
 /// True when `call` (on device buffers, outside a group) runs on the peer
-/// windows: an all-reduce with a built-in op of at least minBytes. The same
-/// answer on every rank for the same call.
-bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call, size_t bytes);
+/// windows: any collective but the barrier, with a built-in op where it
+/// reduces, whose largest buffer (a rank's n blocks, for the collectives
+/// with blocks) holds minBytes or more. Rank 0's minBytes and the call's
+/// arguments only, so the same answer on every rank for the same call.
+bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call);
 
 }  // namespace coil::api

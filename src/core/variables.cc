@@ -98,7 +98,7 @@ constexpr Variable kVariables[] = {
     byteSize(kLibrary, "COIL_PEER_WINDOW_BYTES", 0, 16 * kGiB,
              "device memory each rank shares with its peers (x2); 0: none"),
     byteSize(kLibrary, "COIL_PEER_MIN_BYTES", 0, INT64_MAX,
-             "device all-reduces from this size read the peers' windows"),
+             "device collectives from this size read the peers' windows"),
     oneOf(kLibrary, "COIL_PEER_IPC", "auto cumem legacy", false,
           "how peer windows are shared: cuMem descriptors, legacy CUDA IPC handles"),
     oneOf(kLibrary, "COIL_DEVICE_ORDER", "auto stream host", false,

@@ -128,7 +128,7 @@ class StagedStream {
                Order order = Order::kStream);
   /// One step of a call that hands over between the GPU and the host more
   /// than once (an all-reduce over peers' mapped device memory,
-  /// algorithms/device_window_allreduce.h). `onStream` puts GPU work on the
+  /// algorithms/device_window_collectives.h). `onStream` puts GPU work on the
   /// stream, at the call; `onHost` runs on the proxy once the stream has
   /// done that work (a host barrier with the peers, say); the stream's next
   /// phase, and whatever follows the call, waits for it.

@@ -22,6 +22,8 @@
 
 #include "api/handle.h"
 #include "device/device.h"
+#include "harness/call_collective.h"
+#include "harness/collective_reference.h"
 #include "harness/reference.h"
 #include "harness/run_ranks.h"
 #include "tests/device/fake_device.h"
@@ -76,6 +78,45 @@ void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
   device::destroyStream(stream);
 }
 
+// Every other collective on device buffers and a stream, each followed by
+// a staged call, checked: on the peer windows where `onWindows` (a counter
+// shows each took that path), staged otherwise. Counts: 1, a prime, one
+// that spans several pieces of a 4 KiB slot; roots 0 and the last rank.
+void everyOtherCollective(coilComm_t comm, int rank, int nranks, bool onWindows) {
+  using K = algo::CollKind;
+  device::Stream stream = device::createStream();
+  std::vector<CollectiveCase> todo;
+  for (K k : {K::Broadcast, K::Reduce, K::AllGather, K::ReduceScatter, K::AllToAll, K::Gather,
+              K::Scatter})
+    for (int root : {0, nranks - 1})
+      for (bool inPlace : {false, true}) {
+        if (k == K::AllToAll && inPlace) continue;
+        todo.push_back({k, coilInt32, coilSum, 1, root, inPlace});
+        todo.push_back({k, coilFloat32, coilMax, 1031, root, inPlace});
+        todo.push_back({k, coilBfloat16, coilAvg, 2999, root, !inPlace && k != K::AllToAll});
+      }
+  for (const CollectiveCase& c : todo) {
+    SCOPED_TRACE(describe(c));
+    const size_t es = sizeOf(c.type);
+    FakeDeviceBuffer send(inputElems(c, nranks) * es), recv(outputElems(c, nranks) * es);
+    const PlacedCall placed = placeCall(c, rank, nranks, send.get(), recv.get());
+    const uint64_t before = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
+    ASSERT_EQ(callCollective(c, placed, comm, stream), coilSuccess) << coilGetLastError(comm);
+    device::syncStream(stream);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+    const uint64_t after = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
+    EXPECT_EQ(after - before, onWindows ? 1u : 0u);
+    const std::vector<uint8_t> want = collectiveExpected(c, rank, nranks);
+    if (!want.empty()) {
+      ASSERT_EQ(firstMismatch(c.type, placed.recv, want.data(), outputElems(c, nranks)), SIZE_MAX);
+    }
+    expectStagedAllGather(comm, rank, nranks, static_cast<int32_t>(c.count), stream);
+  }
+  device::destroyStream(stream);
+}
+
 struct FakeGpuSetup {
   RankSetup ranks;
   bool windows;          // COIL_PEER_WINDOW_BYTES: 4096 (several chunks) or 0 (staged)
@@ -114,6 +155,16 @@ TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
           << comm->peerWindows->sharing;
     }
     allReduceEveryCase(comm, rank, s.ranks.nranks);
+  });
+}
+
+TEST_P(FakeGpuComm, EveryOtherCollectiveOnDeviceBuffersMatchesTheReference) {
+  const FakeGpuSetup s = GetParam();
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
+  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
+  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
+    everyOtherCollective(comm, rank, s.ranks.nranks, s.windows && s.ranks.nranks > 1);
   });
 }
 
@@ -229,6 +280,34 @@ TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheCountFailTheirCalls) {
     ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
     EXPECT_EQ(async, coilInvalidUsage);
     EXPECT_NE(std::string(coilGetLastError(comm)).find("different arguments"), std::string::npos)
+        << coilGetLastError(comm);
+    device::destroyStream(stream);
+  });
+}
+
+// Ranks that disagree on a broadcast's root: every rank's call fails,
+// naming the mismatch, instead of each copying from a different rank's
+// slot (or from one that no rank filled).
+TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheRootFailTheirCalls) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  runRanks({3, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    ASSERT_NE(comm->peerWindows, nullptr);
+    const size_t count = 1031;
+    FakeDeviceBuffer buf(count * 4);
+    std::memset(buf.get(), rank, count * 4);
+    device::Stream stream = device::createStream();
+    const int root = rank == 2 ? 1 : 0;
+    ASSERT_EQ(coilBroadcast(buf.get(), buf.get(), count, coilInt32, root, comm, stream),
+              coilSuccess);
+    device::syncStream(stream);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    EXPECT_EQ(async, coilInvalidUsage);
+    EXPECT_NE(std::string(coilGetLastError(comm)).find("coilBroadcast (enqueued on a stream): "
+                                                       "the ranks called it with different "
+                                                       "arguments"),
+              std::string::npos)
         << coilGetLastError(comm);
     device::destroyStream(stream);
   });

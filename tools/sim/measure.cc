@@ -41,9 +41,12 @@ Measurement measure(const Simulation& s, const std::string& transport, int itera
     return m;
   }
   if (s.form == Form::kFifo) setenv("COIL_SHM_WINDOW", "0", 1);
-  if (r.algorithm->deviceWindowsOnly) {
-    m.why = std::string(r.algorithm->name) + " runs on device buffers registered as windows "
-            "(coilCommWindowRegister); --measure runs host buffers";
+  if (r.algorithm->deviceOnly != algo::DeviceOnly::kNo) {
+    m.why = std::string(r.algorithm->name) +
+            (r.algorithm->readsCallerBuffers()
+                 ? " runs on device buffers registered as windows (coilCommWindowRegister)"
+                 : " runs on device buffers through the peer windows") +
+            "; --measure runs host buffers";
     return m;
   }
   if (r.collective == algo::CollKind::Barrier) {

@@ -80,7 +80,7 @@ CostParams algorithmCosts(const std::string& name, const Simulation& s) {
     return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in one-shot costs"};
   }
   CostParams fifo = transportCosts(name);
-  if (algorithm.deviceWindowsOnly) {
+  if (algorithm.deviceOnly != algo::DeviceOnly::kNo) {
     fifo.source += " (standing in: device windows have no cost model yet)";
     return fifo;
   }

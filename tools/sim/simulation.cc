@@ -100,15 +100,18 @@ Simulation simulate(const Request& req) {
     }
   } else if (s.form == Form::kWindow) {
     // A window program's chunk is its piece: whole slices for n ranks (one
-    // piece by default). Slices start on whole elements here, where the
-    // library starts them on 64-byte lines.
-    const size_t unit = static_cast<size_t>(n);
+    // piece by default; a peer program's piece is of one block, whole
+    // elements). Slices start on whole elements here, where the library
+    // starts them on 64-byte lines (256 bytes on a device).
+    const size_t unit =
+        a.deviceOnly == algo::DeviceOnly::kPeerWindows ? 1 : static_cast<size_t>(n);
     const size_t piece = req.chunkElems ? req.chunkElems : std::max<size_t>(count, 1);
     s.request.chunkElems = (piece + unit - 1) / unit * unit;
     for (int r = 0; r < n; ++r) {
       algo::WindowTrace t;
       a.windowProgram(t, algo::WindowShape{r, n, count, 1, s.request.chunkElems,
-                                           count * req.elementBytes <= kWindowInlineBytes});
+                                           count * req.elementBytes <= kWindowInlineBytes,
+                                           req.root});
       s.programs.push_back(t.steps());
     }
   } else {
@@ -126,7 +129,11 @@ Simulation simulate(const Request& req) {
   for (int r = 0; r < n; ++r) {
     ranks[r].input.assign(s.inputElems, Contributors{1} << r);
     ranks[r].output.assign(s.outputElems, 0);
-    for (auto& slot : ranks[r].slots) slot.assign(std::max(count, s.request.chunkElems), 0);
+    // The peer programs that hand each rank its block put n pieces side by
+    // side in a slot.
+    const size_t slotElems = std::max(count, s.request.chunkElems) *
+                             (a.deviceOnly == algo::DeviceOnly::kPeerWindows ? n : 1);
+    for (auto& slot : ranks[r].slots) slot.assign(slotElems, 0);
     auto& out = ranks[r].output;
     switch (a.layout) {
       case Layout::kSeparate: break;
@@ -173,7 +180,7 @@ Simulation simulate(const Request& req) {
     // A program on device windows reads the peers' buffers themselves:
     // slot 0 is rank q's input, slot 1 its output.
     auto slotOf = [&](int q, int slot) -> const std::vector<Contributors>& {
-      if (!a.deviceWindowsOnly) return ranks[q].slots[slot];
+      if (!a.readsCallerBuffers()) return ranks[q].slots[slot];
       return slot == 0 && !inPlace ? ranks[q].input : ranks[q].output;
     };
     auto readSlot = [&](int q, int slot, size_t at) {

@@ -46,7 +46,7 @@ void printHeader(std::FILE* out, const Simulation& s) {
 
 void printSteps(std::FILE* out, const Simulation& s, const std::vector<RoundCost>* costs) {
   const int n = s.request.nranks;
-  if (s.form == Form::kWindow && s.request.algorithm->deviceWindowsOnly)
+  if (s.form == Form::kWindow && s.request.algorithm->readsCallerBuffers())
     std::fprintf(out, "Each cell: the primitive and its [offset,+count); slot0 is a rank's input and"
                       " slot1 its output, read in place\n(registered windows: nothing is put),"
                       " post/wait are the step handshake, copyOut q:slot1 reads rank q's output;\n"

@@ -1,11 +1,13 @@
-// The device window all-reduce (algorithms/device_window_allreduce.h), run by StagedStream on the
-// fake GPU (fake_device.cc): ranks as threads and as forked processes, each
-// with a window from allocShared whose descriptor reaches the others over
-// FdMailbox, as api/peer_windows.cc does on a GPU. Results are checked bit
-// for bit against the independent reference (tests/harness/reference.h),
-// at awkward sizes, over several chunks, in place, in stream and host
-// order; and a rank that never arrives fails its peers' calls without
-// holding up their streams.
+// The device window collectives (algorithms/device_window_collectives.h),
+// run by StagedStream on the fake GPU (fake_device.cc): ranks as threads
+// and as forked processes, each with a window from allocShared whose
+// descriptor reaches the others over FdMailbox, as api/peer_windows.cc does
+// on a GPU. Results are checked bit for bit against the independent
+// reference (tests/harness/collective_reference.h): the all-reduce at
+// awkward sizes, over several pieces, in place, in stream and host order;
+// every other collective from every kind of root, in place and out; and a
+// rank that never arrives fails its peers' calls without holding up their
+// streams.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -22,8 +24,9 @@
 
 #include "core/deadline.h"
 #include "core/error.h"
-#include "algorithms/device_window_allreduce.h"
+#include "algorithms/device_window_collectives.h"
 #include "device/staged_stream.h"
+#include "harness/collective_reference.h"
 #include "harness/reference.h"
 #include "net/fd_passing.h"
 #include "tests/device/fake_device.h"
@@ -31,7 +34,7 @@
 namespace coil::device {
 
 using algo::DeviceWindow;
-using algo::deviceWindowAllReducePhases;
+using algo::deviceWindowPhases;
 namespace {
 
 using Order = StagedStream::Order;
@@ -66,28 +69,57 @@ SharedBarrier* makeSharedBarrier(int nranks) {
   return b;
 }
 
-struct Case {
-  coilDataType_t type;
-  coilRedOp_t op;
-  size_t count;
-  bool inPlace;
-};
+using algo::CollKind;
+using test::CollectiveCase;
 
 // Windows of two 4 KiB slots: any call past 4 KiB (less for 3 or 5 ranks,
-// whose slices are whole 256-byte lines) runs in several pieces.
+// whose slices are whole 256-byte lines, and for the programs that put n
+// pieces in a slot) runs in several pieces.
 constexpr size_t kSlotBytes = 4096;
 
-const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {
-      {coilInt32, coilSum, 1, false},       {coilInt32, coilSum, 7, false},
-      {coilInt32, coilSum, 131, false},     {coilInt32, coilSum, 2, false},
-      {coilInt32, coilSum, 3001, false},    {coilInt32, coilSum, 3001, true},
-      {coilFloat32, coilMax, 257, false},   {coilFloat32, coilAvg, 1000, false},
-      {coilInt64, coilProd, 53, false},     {coilBfloat16, coilSum, 2999, false},
-      {coilUint8, coilMin, 4099, false},    {coilFloat64, coilAvg, 2049, true},
-      {coilFloat16, coilSum, 5, true},
+const std::vector<CollectiveCase>& allReduceCases() {
+  using K = CollKind;
+  static const std::vector<CollectiveCase> all = {
+      {K::AllReduce, coilInt32, coilSum, 1, 0, false},
+      {K::AllReduce, coilInt32, coilSum, 7, 0, false},
+      {K::AllReduce, coilInt32, coilSum, 131, 0, false},
+      {K::AllReduce, coilInt32, coilSum, 2, 0, false},
+      {K::AllReduce, coilInt32, coilSum, 3001, 0, false},
+      {K::AllReduce, coilInt32, coilSum, 3001, 0, true},
+      {K::AllReduce, coilFloat32, coilMax, 257, 0, false},
+      {K::AllReduce, coilFloat32, coilAvg, 1000, 0, false},
+      {K::AllReduce, coilInt64, coilProd, 53, 0, false},
+      {K::AllReduce, coilBfloat16, coilSum, 2999, 0, false},
+      {K::AllReduce, coilUint8, coilMin, 4099, 0, false},
+      {K::AllReduce, coilFloat64, coilAvg, 2049, 0, true},
+      {K::AllReduce, coilFloat16, coilSum, 5, 0, true},
   };
   return all;
+}
+
+// Every other collective: a prime count of one piece or less, one of
+// several pieces (a 4 KiB slot holds 1024 int32, 512 float64 and fewer
+// where n pieces share it), count 1, in place and out, every op on the
+// reductions, and roots 0 and nranks - 1.
+std::vector<CollectiveCase> otherCollectiveCases(int nranks) {
+  using K = CollKind;
+  std::vector<CollectiveCase> out;
+  const int last = nranks - 1;
+  for (K k : {K::AllGather, K::ReduceScatter, K::AllToAll, K::Broadcast, K::Reduce, K::Gather,
+              K::Scatter}) {
+    const bool rooted = k == K::Broadcast || k == K::Reduce || k == K::Gather || k == K::Scatter;
+    for (int root : rooted ? std::vector<int>{0, last} : std::vector<int>{0}) {
+      for (bool inPlace : {false, true}) {
+        if (k == K::AllToAll && inPlace) continue;  // not defined in place
+        out.push_back({k, coilInt32, coilSum, 1, root, inPlace});
+        out.push_back({k, coilFloat64, coilMax, 131, root, inPlace});
+        out.push_back({k, coilInt32, coilProd, 2503, root, inPlace});
+      }
+      out.push_back({k, coilBfloat16, coilAvg, 1999, root, false});
+      out.push_back({k, coilUint8, coilMin, 4099, root, false});
+    }
+  }
+  return out;
 }
 
 std::string mailboxPrefix() {
@@ -122,8 +154,8 @@ std::vector<SharedMemory> exchangeWindows(const std::string& prefix, int rank, i
 
 // One rank's run of every case; "" or what went wrong.
 std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
-                    const std::string& prefix, const std::vector<Case>& todo, int barrierMs,
-                    int absentRank = -1) {
+                    const std::string& prefix, const std::vector<CollectiveCase>& todo,
+                    int barrierMs, int absentRank = -1) {
   std::vector<SharedMemory> maps = exchangeWindows(prefix, rank, nranks, barrier);
   std::vector<DeviceWindow> windows;
   for (const SharedMemory& m : maps)
@@ -135,22 +167,20 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
     problems += what + "\n";
   };
   size_t most = 0;
-  for (const Case& c : todo) most = std::max(most, c.count * test::sizeOf(c.type));
+  for (const CollectiveCase& c : todo)
+    most = std::max({most, test::inputElems(c, nranks) * test::sizeOf(c.type),
+                     test::outputElems(c, nranks) * test::sizeOf(c.type)});
   // Everything the calls use is allocated first: nothing while a stream waits.
   auto* send = static_cast<uint8_t*>(allocDevice(most));
   auto* recv = static_cast<uint8_t*>(allocDevice(most));
   {
     StagedStream staged(0, [&](const Error& e) { note(std::string("async: ") + e.what()); });
     Stream stream = createStream();
-    for (const Case& c : todo) {
-      const std::vector<uint8_t> input = test::makeInput(c.type, c.op, rank, nranks, c.count);
-      const std::vector<uint8_t> want = test::makeExpected(c.type, c.op, nranks, c.count);
-      std::memcpy(send, input.data(), c.count * test::sizeOf(c.type));  // the reference pads a byte
-      uint8_t* out = c.inPlace ? send : recv;
-      std::memset(recv, 0xA5, most);
-      auto phases = deviceWindowAllReducePhases({send, out, c.count, c.type, c.op}, windows,
-                                                kSlotBytes, rank,
-                                                [&] { barrier->wait(barrierMs); });
+    for (const CollectiveCase& c : todo) {
+      const test::PlacedCall placed = test::placeCall(c, rank, nranks, send, recv);
+      auto phases = deviceWindowPhases(
+          c.kind, {placed.send, placed.recv, c.count, c.type, c.op, c.root}, windows, kSlotBytes,
+          rank, [&] { barrier->wait(barrierMs); });
       try {
         staged.enqueuePhases(std::move(phases), stream, order);
       } catch (const Error& e) {
@@ -159,11 +189,13 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
       syncStream(stream);  // in stream order: the stream passed the last host step
       staged.drain();
       if (absentRank >= 0) continue;  // the failure test checks the errors only
-      const size_t bad = test::firstMismatch(c.type, out, want.data(), c.count);
+      const std::vector<uint8_t> want = test::collectiveExpected(c, rank, nranks);
+      if (want.empty()) continue;  // unspecified here
+      const size_t bad =
+          test::firstMismatch(c.type, placed.recv, want.data(), test::outputElems(c, nranks));
       if (bad != SIZE_MAX)
-        note(std::string(test::nameOf(c.type)) + " " + test::nameOf(c.op) + " count " +
-             std::to_string(c.count) + (c.inPlace ? " in place" : "") + ": element " +
-             std::to_string(bad) + " differs on rank " + std::to_string(rank));
+        note(test::describe(c) + ": element " + std::to_string(bad) + " differs on rank " +
+             std::to_string(rank));
     }
     destroyStream(stream);
   }
@@ -244,11 +276,33 @@ TEST_P(PeerAllReduce, EveryCaseMatchesTheReference) {
   SharedBarrier* barrier = makeSharedBarrier(s.nranks);
   const std::string prefix = mailboxPrefix();
   const auto reports = onEveryRank(s, [&](int rank) {
-    return runRank(rank, s.nranks, s.order, barrier, prefix, cases(), 20000);
+    return runRank(rank, s.nranks, s.order, barrier, prefix, allReduceCases(), 20000);
   });
   for (int r = 0; r < s.nranks; ++r) EXPECT_EQ(reports[r], "") << "rank " << r;
   munmap(barrier, sizeof(SharedBarrier));
 }
+
+// Every other collective, on the same windows.
+class PeerCollectives : public testing::TestWithParam<RankSetup> {};
+
+TEST_P(PeerCollectives, EveryCaseMatchesTheReference) {
+  const RankSetup s = GetParam();
+  SharedBarrier* barrier = makeSharedBarrier(s.nranks);
+  const std::string prefix = mailboxPrefix();
+  const auto reports = onEveryRank(s, [&](int rank) {
+    return runRank(rank, s.nranks, s.order, barrier, prefix, otherCollectiveCases(s.nranks),
+                   20000);
+  });
+  for (int r = 0; r < s.nranks; ++r) EXPECT_EQ(reports[r], "") << "rank " << r;
+  munmap(barrier, sizeof(SharedBarrier));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, PeerCollectives,
+    testing::Values(RankSetup{false, 1, Order::kStream}, RankSetup{false, 2, Order::kHost},
+                    RankSetup{false, 3, Order::kStream}, RankSetup{true, 2, Order::kStream},
+                    RankSetup{true, 5, Order::kStream}, RankSetup{true, 3, Order::kHost}),
+    nameOf);
 
 INSTANTIATE_TEST_SUITE_P(
     Ranks, PeerAllReduce,
@@ -264,7 +318,7 @@ TEST(PeerAllReduceFaults, ARankThatNeverArrivesFailsItsPeersWithoutHoldingTheirS
   const int nranks = 3;
   SharedBarrier* barrier = makeSharedBarrier(nranks);
   const std::string prefix = mailboxPrefix();
-  const std::vector<Case> one = {{coilInt32, coilSum, 3001, false}};
+  const std::vector<CollectiveCase> one = {{CollKind::AllReduce, coilInt32, coilSum, 3001, 0, false}};
   std::vector<std::string> reports(nranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r)
