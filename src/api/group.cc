@@ -7,16 +7,19 @@
 // order), then all point-to-point operations as one concurrent batch.
 // Several communicators in one group (the single-thread, many-ranks pattern
 // of coilCommInitAll) each run on their own thread, since their ranks must
-// progress at the same time.
+// progress at the same time. On device buffers, collectives that the peer
+// windows take alone take them in a group too (runQueue).
 #include "api/group.h"
 
 #include <algorithm>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/guard.h"
 #include "api/group_estimate.h"
+#include "api/peer_windows.h"
 
 namespace coil::api {
 namespace {
@@ -24,12 +27,13 @@ namespace {
 struct Queued {
   coilComm* comm;
   std::vector<CollectiveCall> collectives;
+  std::vector<CallBuffers> collectiveUse;  // by collective: the bytes it reads and writes
   std::vector<P2pCall> p2p;
+  std::vector<CallBuffers> p2pUse;
   // Set by the first call with buffers; the others must agree.
   bool kindKnown = false;
   bool device = false;
   coilStream_t stream = nullptr;
-  std::vector<device::DeviceRange> ranges;  // device calls: what they read and write
 };
 
 struct GroupState {
@@ -60,23 +64,49 @@ void noteBuffers(Queued& q, const CallBuffers& use, bool device, coilStream_t st
   q.kindKnown = true;
   q.device = device;
   q.stream = stream;
-  if (device) addRanges(use, &q.ranges);
 }
 
-// Runs one communicator's queued calls (now, or on their stream):
-// collectives first, in order, then the point-to-point operations as one
-// concurrent batch.
+// Runs collectives in order, then the point-to-point operations as one
+// concurrent batch: now on host buffers, as one staged job on the stream
+// on device buffers.
+void runTogether(const Queued& q, std::vector<CollectiveCall> collectives,
+                 std::vector<P2pCall> p2p, const std::vector<device::DeviceRange>& ranges) {
+  runOrEnqueue(q.comm, q.device, ranges, q.stream, "coilGroupEnd",
+               [collectives = std::move(collectives), p2p = std::move(p2p)](Communicator& c,
+                                                                            const HostOf& of) {
+                 for (const CollectiveCall& call : collectives) c.collective(hostCall(call, of));
+                 std::vector<P2pCall> batch;
+                 for (const P2pCall& call : p2p) batch.push_back(hostCall(call, of));
+                 if (!batch.empty()) c.pointToPoint(batch);
+               });
+}
+
+// One communicator's queued calls (now, or on their stream): collectives
+// first, in order, then the point-to-point operations as one concurrent
+// batch. On device buffers, a collective that the peer windows take alone
+// (runsOnPeerWindows: the same answer on every rank) takes them in a group
+// too, between the staged jobs of the calls around it, in the same order
+// on the stream: NCCL's habit of grouping a step's collectives must not
+// send them all through host memory.
 coilResult_t runQueue(Queued& q) {
   return guarded("coilGroupEnd", q.comm, [&] {
     InFlight busy(q.comm);
     usable(q.comm);  // a comm that cannot run fails here, not on its stream
-    runOrEnqueue(q.comm, q.device, q.ranges, q.stream, "coilGroupEnd",
-                 [collectives = q.collectives, p2p = q.p2p](Communicator& c, const HostOf& of) {
-                   for (const CollectiveCall& call : collectives) c.collective(hostCall(call, of));
-                   std::vector<P2pCall> batch;
-                   for (const P2pCall& call : p2p) batch.push_back(hostCall(call, of));
-                   if (!batch.empty()) c.pointToPoint(batch);
-                 });
+    std::vector<CollectiveCall> staged;
+    std::vector<device::DeviceRange> ranges;
+    for (size_t i = 0; i < q.collectives.size(); ++i) {
+      const CollectiveCall& call = q.collectives[i];
+      if (q.device && runsOnPeerWindows(q.comm, call)) {
+        if (!staged.empty()) runTogether(q, std::exchange(staged, {}), {}, std::exchange(ranges, {}));
+        enqueuePeerCall(q.comm, call, q.stream, "coilGroupEnd");
+        continue;
+      }
+      staged.push_back(call);
+      if (q.device) addRanges(q.collectiveUse[i], &ranges);
+    }
+    if (q.device)
+      for (const CallBuffers& use : q.p2pUse) addRanges(use, &ranges);
+    if (!staged.empty() || !q.p2p.empty()) runTogether(q, std::move(staged), q.p2p, ranges);
   });
 }
 
@@ -131,6 +161,7 @@ void enqueueCollective(coilComm* comm, const CollectiveCall& call, const CallBuf
   Queued& q = queueOf(comm);
   noteBuffers(q, use, device, stream);
   q.collectives.push_back(call);
+  q.collectiveUse.push_back(use);
 }
 
 void enqueueP2p(coilComm* comm, const P2pCall& call, const CallBuffers& use, bool device,
@@ -138,6 +169,7 @@ void enqueueP2p(coilComm* comm, const P2pCall& call, const CallBuffers& use, boo
   Queued& q = queueOf(comm);
   noteBuffers(q, use, device, stream);
   q.p2p.push_back(call);
+  q.p2pUse.push_back(use);
 }
 
 void enqueueDeferred(DeferredCall call) { tGroup.deferred.push_back(std::move(call)); }

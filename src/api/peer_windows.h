@@ -71,7 +71,7 @@ bool everyRankAgrees(Communicator& c, bool mine);
 /// callers broadcast or all-gather it.
 size_t peerMinBytesHere();
 
-/// True when `call` (on device buffers, outside a group) runs on the peer
+/// True when `call` (on device buffers, alone or in a group) runs on the peer
 /// windows: any collective but the barrier, with a built-in op where it
 /// reduces, whose largest buffer (a rank's n blocks, for the collectives
 /// with blocks) holds minBytes or more. Rank 0's minBytes and the call's

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,116 @@ TEST_P(FakeGpuComm, EveryOtherCollectiveOnDeviceBuffersMatchesTheReference) {
   runRanks(s.ranks, [&](coilComm_t comm, int rank) {
     everyOtherCollective(comm, rank, s.ranks.nranks, s.windows && s.ranks.nranks > 1);
   });
+}
+
+// NCCL's habit of grouping calls: in one group, an all-reduce, a
+// reduce-scatter of its result with a pre-multiplied sum (staged: the peer
+// windows take built-in ops only), an all-gather of that, and a ring of
+// sends and receives of the gathered buffer (staged). Each reads what the
+// one before wrote, so the calls must keep their order on the stream
+// across the two paths; the two with built-in ops take the windows.
+void groupOfDependentCalls(coilComm_t comm, int rank, int n, bool onWindows) {
+  const size_t block = 1031, count = block * static_cast<size_t>(n);
+  const auto in = makeInput(coilFloat32, coilSum, rank, n, count);
+  const auto sum = makeExpected(coilFloat32, coilSum, n, count);
+  FakeDeviceBuffer x(count * 4), y(block * 4), z(count * 4), fromLeft(count * 4);
+  std::memcpy(x.get(), in.data(), count * 4);
+  device::Stream stream = device::createStream();
+  float two = 2.0f;
+  coilRedOp_t doubled;
+  ASSERT_EQ(coilRedOpCreatePreMulSum(&doubled, &two, coilFloat32, coilScalarHostImmediate, comm),
+            coilSuccess)
+      << coilGetLastError(comm);
+  const uint64_t before = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
+  const int right = (rank + 1) % n, left = (rank + n - 1) % n;
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  ASSERT_EQ(coilAllReduce(x.get(), x.get(), count, coilFloat32, coilSum, comm, stream), coilSuccess);
+  ASSERT_EQ(coilReduceScatter(x.get(), y.get(), block, coilFloat32, doubled, comm, stream),
+            coilSuccess);
+  ASSERT_EQ(coilAllGather(y.get(), z.get(), block, coilFloat32, comm, stream), coilSuccess);
+  if (n > 1) {
+    ASSERT_EQ(coilSend(z.get(), count, coilFloat32, right, comm, stream), coilSuccess);
+    ASSERT_EQ(coilRecv(fromLeft.get(), count, coilFloat32, left, comm, stream), coilSuccess);
+  }
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+  device::syncStream(stream);
+  coilResult_t async = coilSuccess;
+  ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+  ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+  const uint64_t after = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
+  EXPECT_EQ(after - before, onWindows ? 2u : 0u);
+  // z = 2 n x, where x is the all-reduce's result; the ring's copy equals it.
+  std::vector<float> want(count);
+  for (size_t i = 0; i < count; ++i) {
+    float s = 0;
+    std::memcpy(&s, sum.data() + i * 4, 4);
+    want[i] = 2.0f * static_cast<float>(n) * s;
+  }
+  ASSERT_EQ(firstMismatch(coilFloat32, z.get(), want.data(), count), SIZE_MAX);
+  if (n > 1) {
+    ASSERT_EQ(firstMismatch(coilFloat32, fromLeft.get(), want.data(), count), SIZE_MAX);
+  }
+  ASSERT_EQ(coilRedOpDestroy(doubled, comm), coilSuccess);
+  device::destroyStream(stream);
+}
+
+TEST_P(FakeGpuComm, CallsInAGroupTakeThePeerWindowsAndKeepTheirOrder) {
+  const FakeGpuSetup s = GetParam();
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
+  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
+  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
+    groupOfDependentCalls(comm, rank, s.ranks.nranks, s.windows && s.ranks.nranks > 1);
+  });
+}
+
+// NCCL's single-thread pattern: one thread makes every rank
+// (coilCommInitAll) and, in one group, calls an all-reduce and an
+// all-gather on each rank's stream. The ranks share the one fake GPU in one
+// process (host order), so each runs on a thread of its own at the group's
+// end; the peer windows take every call.
+TEST(FakeGpuCommGroups, OneThreadDrivesEveryRankThroughTheWindows) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  constexpr int n = 3;
+  const size_t count = 2053;
+  std::vector<coilComm_t> comms(n);
+  ASSERT_EQ(coilCommInitAll(comms.data(), n, nullptr), coilSuccess) << coilGetLastError(nullptr);
+  std::vector<device::Stream> streams;
+  std::vector<std::unique_ptr<FakeDeviceBuffer>> sums, gathered;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_NE(comms[r]->peerWindows, nullptr);
+    streams.push_back(device::createStream());
+    sums.push_back(std::make_unique<FakeDeviceBuffer>(count * 4));
+    gathered.push_back(std::make_unique<FakeDeviceBuffer>(count * 4 * n));
+    const auto in = makeInput(coilInt32, coilMax, r, n, count);
+    std::memcpy(sums[r]->get(), in.data(), count * 4);
+  }
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(coilAllReduce(sums[r]->get(), sums[r]->get(), count, coilInt32, coilMax, comms[r],
+                            streams[r]),
+              coilSuccess);
+    ASSERT_EQ(coilAllGather(sums[r]->get(), gathered[r]->get(), count, coilInt32, comms[r],
+                            streams[r]),
+              coilSuccess);
+  }
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(nullptr);
+  const auto want = makeExpected(coilInt32, coilMax, n, count);
+  for (int r = 0; r < n; ++r) {
+    device::syncStream(streams[r]);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comms[r], &async), coilSuccess);
+    ASSERT_EQ(async, coilSuccess) << coilGetLastError(comms[r]);
+    EXPECT_EQ(comms[r]->peerWindows->callsRun.load(), 2u) << "rank " << r;
+    ASSERT_EQ(firstMismatch(coilInt32, sums[r]->get(), want.data(), count), SIZE_MAX);
+    for (int q = 0; q < n; ++q)
+      ASSERT_EQ(firstMismatch(coilInt32, gathered[r]->get() + q * count * 4, want.data(), count),
+                SIZE_MAX)
+          << "rank " << r << ", block " << q;
+    device::destroyStream(streams[r]);
+  }
+  for (coilComm_t c : comms) EXPECT_EQ(coilCommDestroy(c), coilSuccess);
 }
 
 std::vector<FakeGpuSetup> setups() {
