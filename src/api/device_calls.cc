@@ -217,8 +217,7 @@ void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
   }
   peerSend[rank] = call.sendbuff;
   peerRecv[rank] = call.recvbuff;
-  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count, call.type,
-                                         call.op};
+  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count, call.type, call.op};
   stagedStreamOf(comm).enqueuePhases(
       algo::registeredPhases(
           call.kind, device, peerSend, peerRecv, c.rank(),

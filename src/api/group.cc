@@ -97,7 +97,8 @@ coilResult_t runQueue(Queued& q) {
     for (size_t i = 0; i < q.collectives.size(); ++i) {
       const CollectiveCall& call = q.collectives[i];
       if (q.device && runsOnPeerWindows(q.comm, call)) {
-        if (!staged.empty()) runTogether(q, std::exchange(staged, {}), {}, std::exchange(ranges, {}));
+        if (!staged.empty())
+          runTogether(q, std::exchange(staged, {}), {}, std::exchange(ranges, {}));
         enqueuePeerCall(q.comm, call, q.stream, "coilGroupEnd");
         continue;
       }

@@ -318,7 +318,8 @@ TEST(PeerAllReduceFaults, ARankThatNeverArrivesFailsItsPeersWithoutHoldingTheirS
   const int nranks = 3;
   SharedBarrier* barrier = makeSharedBarrier(nranks);
   const std::string prefix = mailboxPrefix();
-  const std::vector<CollectiveCase> one = {{CollKind::AllReduce, coilInt32, coilSum, 3001, 0, false}};
+  const std::vector<CollectiveCase> one = {
+      {CollKind::AllReduce, coilInt32, coilSum, 3001, 0, false}};
   std::vector<std::string> reports(nranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r)

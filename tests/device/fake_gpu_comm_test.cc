@@ -190,7 +190,8 @@ void groupOfDependentCalls(coilComm_t comm, int rank, int n, bool onWindows) {
   const uint64_t before = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
   const int right = (rank + 1) % n, left = (rank + n - 1) % n;
   ASSERT_EQ(coilGroupStart(), coilSuccess);
-  ASSERT_EQ(coilAllReduce(x.get(), x.get(), count, coilFloat32, coilSum, comm, stream), coilSuccess);
+  ASSERT_EQ(coilAllReduce(x.get(), x.get(), count, coilFloat32, coilSum, comm, stream),
+            coilSuccess);
   ASSERT_EQ(coilReduceScatter(x.get(), y.get(), block, coilFloat32, doubled, comm, stream),
             coilSuccess);
   ASSERT_EQ(coilAllGather(y.get(), z.get(), block, coilFloat32, comm, stream), coilSuccess);

@@ -8,8 +8,8 @@
 
 namespace coil::test {
 
-inline coilResult_t callCollective(const CollectiveCase& c, const PlacedCall& b, coilComm_t comm,
-                            coilStream_t stream) {
+inline coilResult_t callCollective(const CollectiveCase& c, const PlacedCall& b,
+                                   coilComm_t comm, coilStream_t stream) {
   switch (c.kind) {
     case algo::CollKind::AllReduce:
       return coilAllReduce(b.send, b.recv, c.count, c.type, c.op, comm, stream);
@@ -17,10 +17,12 @@ inline coilResult_t callCollective(const CollectiveCase& c, const PlacedCall& b,
       return coilBroadcast(b.send, b.recv, c.count, c.type, c.root, comm, stream);
     case algo::CollKind::Reduce:
       return coilReduce(b.send, b.recv, c.count, c.type, c.op, c.root, comm, stream);
-    case algo::CollKind::AllGather: return coilAllGather(b.send, b.recv, c.count, c.type, comm, stream);
+    case algo::CollKind::AllGather:
+      return coilAllGather(b.send, b.recv, c.count, c.type, comm, stream);
     case algo::CollKind::ReduceScatter:
       return coilReduceScatter(b.send, b.recv, c.count, c.type, c.op, comm, stream);
-    case algo::CollKind::AllToAll: return coilAlltoAll(b.send, b.recv, c.count, c.type, comm, stream);
+    case algo::CollKind::AllToAll:
+      return coilAlltoAll(b.send, b.recv, c.count, c.type, comm, stream);
     case algo::CollKind::Gather:
       return coilGather(b.send, b.recv, c.count, c.type, c.root, comm, stream);
     case algo::CollKind::Scatter:

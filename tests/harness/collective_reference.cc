@@ -22,7 +22,9 @@ bool reduces(CollKind k) {
 
 // Element i of rank r's input for the collectives that move data: distinct
 // per rank and element, and exact in every type (below 256: bf16 holds it).
-int64_t movedValue(int r, size_t i) { return static_cast<int64_t>((r * 37 + i * 5 + i / 251) % 251); }
+int64_t movedValue(int r, size_t i) {
+  return static_cast<int64_t>((static_cast<size_t>(r) * 37 + i * 5 + i / 251) % 251);
+}
 
 std::vector<uint8_t> moved(coilDataType_t t, int r, size_t from, size_t count) {
   std::vector<uint8_t> buf(count * sizeOf(t));
