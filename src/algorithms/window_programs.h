@@ -231,6 +231,28 @@ void inPieces(Executor& w, const WindowShape& s, Piece&& piece) {
 
 inline size_t blockAt(int q, size_t count) { return static_cast<size_t>(q) * count; }
 
+// Publishes my slot of `step` and waits until every rank has published its.
+template <class Executor>
+void exchange(Executor& w, uint32_t step, int slot) {
+  w.post(step, slot);
+  w.wait(step, 0);
+}
+
+// The piece [base, base+len) of each of my input's n blocks into my slot,
+// block q's at q·P.
+template <class Executor>
+void putEveryBlock(Executor& w, const WindowShape& s, int slot, size_t base, size_t len) {
+  for (int q = 0; q < s.nranks; ++q)
+    w.put(slot, blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems, len, false);
+}
+
+// Rank q's piece at `at` of its slot into block q of my output, every q.
+template <class Executor>
+void copyEveryBlock(Executor& w, const WindowShape& s, int slot, size_t at, size_t base,
+                    size_t len) {
+  for (int q = 0; q < s.nranks; ++q) w.copyOut(q, slot, at, blockAt(q, s.count) + base, len);
+}
+
 }  // namespace peer_detail
 
 /// Peer all-gather (count: elements a rank gives). Each piece of my block
@@ -238,12 +260,11 @@ inline size_t blockAt(int q, size_t count) { return static_cast<size_t>(q) * cou
 /// of the output. Per rank: B·β put, n·B·β copied out.
 template <class Executor>
 void windowPeerAllGatherProgram(Executor& w, const WindowShape& s) {
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+  using namespace peer_detail;
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
     w.put(a, base, 0, len, false);
-    w.post(step, a);
-    w.wait(step, 0);
-    for (int q = 0; q < s.nranks; ++q)
-      w.copyOut(q, a, 0, peer_detail::blockAt(q, s.count) + base, len);
+    exchange(w, step, a);
+    copyEveryBlock(w, s, a, 0, base, len);
   });
 }
 
@@ -253,13 +274,11 @@ void windowPeerAllGatherProgram(Executor& w, const WindowShape& s) {
 /// Per rank: n·B·β put, (n-1)·B·γ.
 template <class Executor>
 void windowPeerReduceScatterProgram(Executor& w, const WindowShape& s) {
+  using namespace peer_detail;
   const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
-    for (int q = 0; q < s.nranks; ++q)
-      w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems, len,
-            false);
-    w.post(step, a);
-    w.wait(step, 0);
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    putEveryBlock(w, s, a, base, len);
+    exchange(w, step, a);
     w.reduceToOutput(a, mine, base, len, OwnTerm::kSlot, false);
   });
 }
@@ -270,15 +289,12 @@ void windowPeerReduceScatterProgram(Executor& w, const WindowShape& s) {
 /// copied out.
 template <class Executor>
 void windowPeerAllToAllProgram(Executor& w, const WindowShape& s) {
+  using namespace peer_detail;
   const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
-    for (int q = 0; q < s.nranks; ++q)
-      w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems, len,
-            false);
-    w.post(step, a);
-    w.wait(step, 0);
-    for (int q = 0; q < s.nranks; ++q)
-      w.copyOut(q, a, mine, peer_detail::blockAt(q, s.count) + base, len);
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    putEveryBlock(w, s, a, base, len);
+    exchange(w, step, a);
+    copyEveryBlock(w, s, a, mine, base, len);
   });
 }
 
@@ -286,10 +302,10 @@ void windowPeerAllToAllProgram(Executor& w, const WindowShape& s) {
 /// root too) copies it into its output. Per rank: B·β (the root 2·B·β).
 template <class Executor>
 void windowPeerBroadcastProgram(Executor& w, const WindowShape& s) {
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+  using namespace peer_detail;
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
     if (s.rank == s.root) w.put(a, base, 0, len, false);
-    w.post(step, a);
-    w.wait(step, 0);
+    exchange(w, step, a);
     w.copyOut(s.root, a, 0, base, len);
   });
 }
@@ -299,10 +315,10 @@ void windowPeerBroadcastProgram(Executor& w, const WindowShape& s) {
 /// also (n-1)·B·γ.
 template <class Executor>
 void windowPeerReduceProgram(Executor& w, const WindowShape& s) {
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+  using namespace peer_detail;
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
     w.put(a, base, 0, len, false);
-    w.post(step, a);
-    w.wait(step, 0);
+    exchange(w, step, a);
     if (s.rank == s.root) w.reduceToOutput(a, 0, base, len, OwnTerm::kSlot, false);
   });
 }
@@ -312,13 +328,11 @@ void windowPeerReduceProgram(Executor& w, const WindowShape& s) {
 /// of the output. Per rank: B·β; the root also n·B·β.
 template <class Executor>
 void windowPeerGatherProgram(Executor& w, const WindowShape& s) {
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+  using namespace peer_detail;
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
     w.put(a, base, 0, len, false);
-    w.post(step, a);
-    w.wait(step, 0);
-    if (s.rank == s.root)
-      for (int q = 0; q < s.nranks; ++q)
-        w.copyOut(q, a, 0, peer_detail::blockAt(q, s.count) + base, len);
+    exchange(w, step, a);
+    if (s.rank == s.root) copyEveryBlock(w, s, a, 0, base, len);
   });
 }
 
@@ -327,14 +341,11 @@ void windowPeerGatherProgram(Executor& w, const WindowShape& s) {
 /// the piece at r·P into its output. Per rank: B·β; the root also n·B·β.
 template <class Executor>
 void windowPeerScatterProgram(Executor& w, const WindowShape& s) {
+  using namespace peer_detail;
   const size_t mine = static_cast<size_t>(s.rank) * s.pieceElems;
-  peer_detail::inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
-    if (s.rank == s.root)
-      for (int q = 0; q < s.nranks; ++q)
-        w.put(a, peer_detail::blockAt(q, s.count) + base, static_cast<size_t>(q) * s.pieceElems,
-              len, false);
-    w.post(step, a);
-    w.wait(step, 0);
+  inPieces(w, s, [&](size_t base, size_t len, uint32_t step, int a) {
+    if (s.rank == s.root) putEveryBlock(w, s, a, base, len);
+    exchange(w, step, a);
     w.copyOut(s.root, a, mine, base, len);
   });
 }

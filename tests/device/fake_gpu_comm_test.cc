@@ -136,17 +136,27 @@ std::string name(const ::testing::TestParamInfo<FakeGpuSetup>& info) {
   return paramName(info.param.ranks) + "_" + kindOfSetup(info.param);
 }
 
-class FakeGpuComm : public ::testing::TestWithParam<FakeGpuSetup> {};
+class FakeGpuComm : public ::testing::TestWithParam<FakeGpuSetup> {
+ protected:
+  // Runs body(comm, rank, windows) on every rank of the setup, with 4 KiB
+  // slots (several pieces) for every size, or none; `windows`: whether the
+  // calls must take the peer windows.
+  void run(const std::function<void(coilComm_t, int, bool)>& body) {
+    const FakeGpuSetup s = GetParam();
+    ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+    ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
+    ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
+    runRanks(s.ranks, [&](coilComm_t comm, int rank) {
+      body(comm, rank, s.windows && s.ranks.nranks > 1);
+    });
+  }
+};
 
 TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
   const FakeGpuSetup s = GetParam();
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
-  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
-  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
+  run([&](coilComm_t comm, int rank, bool expected) {
     // Every rank of these has the (fake) GPU and all are on this host: the
     // windows exist exactly when they are asked for, for more than one rank.
-    const bool expected = s.windows && s.ranks.nranks > 1;
     ASSERT_EQ(comm->peerWindows != nullptr, expected) << "rank " << rank;
     if (expected) {
       ASSERT_EQ(comm->peerWindows->windows.size(), static_cast<size_t>(s.ranks.nranks));
@@ -160,12 +170,8 @@ TEST_P(FakeGpuComm, AllReducesOnDeviceBuffersMatchTheReference) {
 }
 
 TEST_P(FakeGpuComm, EveryOtherCollectiveOnDeviceBuffersMatchesTheReference) {
-  const FakeGpuSetup s = GetParam();
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
-  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
-  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
-    everyOtherCollective(comm, rank, s.ranks.nranks, s.windows && s.ranks.nranks > 1);
+  run([&](coilComm_t comm, int rank, bool windows) {
+    everyOtherCollective(comm, rank, GetParam().ranks.nranks, windows);
   });
 }
 
@@ -222,12 +228,8 @@ void groupOfDependentCalls(coilComm_t comm, int rank, int n, bool onWindows) {
 }
 
 TEST_P(FakeGpuComm, CallsInAGroupTakeThePeerWindowsAndKeepTheirOrder) {
-  const FakeGpuSetup s = GetParam();
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
-  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", s.windows ? "4096" : "0");
-  ScopedEnv sharing("COIL_PEER_IPC", s.legacy ? "legacy" : "auto");
-  runRanks(s.ranks, [&](coilComm_t comm, int rank) {
-    groupOfDependentCalls(comm, rank, s.ranks.nranks, s.windows && s.ranks.nranks > 1);
+  run([&](coilComm_t comm, int rank, bool windows) {
+    groupOfDependentCalls(comm, rank, GetParam().ranks.nranks, windows);
   });
 }
 
