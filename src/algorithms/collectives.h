@@ -34,5 +34,8 @@ void hierarchicalAllGather(Primitives& p, const CallShape& shape);  // count = p
                                                                     // input == output
 void hierarchicalReduceScatter(Primitives& p, const CallShape& shape);  // count = per-rank block;
                                                                         // in place on n blocks
+// ... and chains host by host (separate buffers, as the flat chains)
+void hierarchicalBroadcast(Primitives& p, const CallShape& shape);
+void hierarchicalReduce(Primitives& p, const CallShape& shape);
 
 }  // namespace coil::algo

@@ -1,8 +1,8 @@
 // Hierarchical all-reduce, all-gather and reduce-scatter: inside each host,
 // then across hosts, then inside again (as Horovod's and UCC's split
 // rails). For ranks that span hosts joined by a link much slower than each
-// host's shared memory. The all-gather and reduce-scatter are at the end
-// of this file.
+// host's shared memory. The all-gather and reduce-scatter follow; the
+// broadcast and reduce, chains host by host, end the file.
 //
 // Let L_h be the ranks of host h (in rank order), K = min over hosts of L_h,
 // and the buffer cut into K parts. Local rank k (k < K) of every host owns
@@ -38,6 +38,7 @@
 #include <map>
 #include <vector>
 
+#include "algorithms/chain.h"
 #include "algorithms/chunking.h"
 #include "algorithms/collectives.h"
 #include "algorithms/ring.h"
@@ -276,6 +277,69 @@ void hierarchicalReduceScatter(Primitives& p, const CallShape& s) {
       forEachChunk(s, [&](size_t base, size_t len) { p.recv(owner, blockAt(s, s.rank, base), len); });
     }
   }
+}
+
+// Hierarchical broadcast and reduce: the pipelined chains of
+// ring_family.cc, over the ranks host by host instead of in rank order.
+//
+//   order: the root, the other ranks of its host, then each other host's
+//          ranks (hosts in their order after the root's, wrapping), every
+//          host's in rank order
+//   broadcast  the chain from the root along the order
+//   reduce     the chain along the reversed order, into the root
+//
+// Each link between two hosts then carries the data once, H - 1 hops of
+// the chain cross hosts and n - H stay inside one. In rank order a chain
+// crosses a host boundary wherever consecutive ranks sit on different
+// hosts: n - 1 times for ranks dealt to hosts in turn (mpirun --map-by
+// node, Slurm's cyclic distribution), and the link between two hosts then
+// carries the data once per crossing, both ways. With ranks numbered host
+// by host and the root first on its host, the two orders are one chain.
+// Cost, S bytes in chunks of C (k of them), the link's α, β and the
+// host's α_l, β_l (γ: reduce):
+//   T = (H-1)·(α + C·β) + (n-H)·(α_l + C·β_l) + (k-1)·(α + C·β)
+// against the rank-order chain's (n-1+k-1)·(α + C·β) when every hop
+// crosses.
+
+namespace {
+
+// The hosts' ranks in chain order from the root (see above).
+std::vector<int> hostOrderFrom(const Layout& l, int root) {
+  int rootHost = 0;
+  for (int h = 0; h < static_cast<int>(l.hosts.size()); ++h)
+    for (int r : l.hosts[h])
+      if (r == root) rootHost = h;
+  std::vector<int> order = {root};
+  const int hosts = static_cast<int>(l.hosts.size());
+  for (int i = 0; i < hosts; ++i)
+    for (int r : l.hosts[(rootHost + i) % hosts])
+      if (r != root) order.push_back(r);
+  return order;
+}
+
+int positionOf(const std::vector<int>& order, int rank) {
+  return static_cast<int>(std::find(order.begin(), order.end(), rank) - order.begin());
+}
+
+}  // namespace
+
+void hierarchicalBroadcast(Primitives& p, const CallShape& s) {
+  if (s.rank == s.root) p.copy(0, 0, s.count);  // root: output gets the data too
+  if (s.nranks == 1) return;
+  const std::vector<int> order = hostOrderFrom(layoutOf(s), s.root);
+  const int n = s.nranks, pos = positionOf(order, s.rank);
+  chainBroadcastAt(p, s, pos, order[mod(pos - 1, n)], order[mod(pos + 1, n)]);
+}
+
+void hierarchicalReduce(Primitives& p, const CallShape& s) {
+  if (s.nranks == 1) {
+    p.copy(0, 0, s.count);
+    return;
+  }
+  std::vector<int> order = hostOrderFrom(layoutOf(s), s.root);
+  std::reverse(order.begin(), order.end());  // ends at the root
+  const int n = s.nranks, pos = positionOf(order, s.rank);
+  chainReduceAt(p, s, pos, order[mod(pos - 1, n)], order[mod(pos + 1, n)]);
 }
 
 }  // namespace coil::algo

@@ -35,6 +35,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "a pipelined chain from the root"},
       {K::Broadcast, "tree", "treeBroadcast", treeBroadcast, kInPlaceAtRoot, kOne, kOne, false,
        "a pipelined binary tree from the root"},
+      {K::Broadcast, "hier", "hierarchicalBroadcast", hierarchicalBroadcast, kSeparate, kOne, kOne,
+       false,
+       "a pipelined chain from the root through its host, then host by host: each link "
+       "between hosts carries the data once"},
       {K::Broadcast, "peer", "windowPeerBroadcastProgram", nullptr, kSeparate, kOne, kOne, false,
        "device buffers on one host: the root puts each piece in its window slot; every rank "
        "copies it out",
@@ -43,6 +47,9 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "a pipelined chain into the root"},
       {K::Reduce, "tree", "treeReduce", treeReduce, kAccumulate, kOne, kOne, false,
        "a pipelined binary tree into the root"},
+      {K::Reduce, "hier", "hierarchicalReduce", hierarchicalReduce, kSeparate, kOne, kOne, false,
+       "a pipelined chain host by host into the root, its host last: each link between hosts "
+       "carries the partial sums once"},
       {K::Reduce, "peer", "windowPeerReduceProgram", nullptr, kSeparate, kOne, kOne, false,
        "device buffers on one host: every rank puts each piece in its window slot; the root "
        "reduces all n slots",

@@ -15,23 +15,36 @@
 // step of a round fits half the FIFO (as in ring.cc).
 #include <algorithm>
 
+#include "algorithms/chain.h"
 #include "algorithms/chunking.h"
 #include "algorithms/collectives.h"
 
 namespace coil::algo {
+
+void chainBroadcastAt(Primitives& p, const CallShape& s, int pos, int prev, int next) {
+  for (size_t o = 0; o < s.count; o += s.chunkElems) {
+    size_t c = std::min(s.chunkElems, s.count - o);
+    if (pos == 0) p.send(next, o, c);
+    else if (pos == s.nranks - 1) p.recv(prev, o, c);
+    else p.recvCopySend(prev, next, o, c);
+  }
+}
+
+void chainReduceAt(Primitives& p, const CallShape& s, int pos, int prev, int next) {
+  for (size_t o = 0; o < s.count; o += s.chunkElems) {
+    size_t c = std::min(s.chunkElems, s.count - o);
+    if (pos == 0) p.send(next, o, c);
+    else if (pos == s.nranks - 1) p.recvReduceCopy(prev, o, c);
+    else p.recvReduceSend(prev, next, o, c);
+  }
+}
 
 void ringBroadcast(Primitives& p, const CallShape& s) {
   const int n = s.nranks;
   const int pos = mod(s.rank - s.root, n);
   if (pos == 0) p.copy(0, 0, s.count);  // root: output gets the data too
   if (n == 1) return;
-  const int prev = mod(s.rank - 1, n), next = mod(s.rank + 1, n);
-  for (size_t o = 0; o < s.count; o += s.chunkElems) {
-    size_t c = std::min(s.chunkElems, s.count - o);
-    if (pos == 0) p.send(next, o, c);
-    else if (pos == n - 1) p.recv(prev, o, c);
-    else p.recvCopySend(prev, next, o, c);
-  }
+  chainBroadcastAt(p, s, pos, mod(s.rank - 1, n), mod(s.rank + 1, n));
 }
 
 void chainReduce(Primitives& p, const CallShape& s) {
@@ -40,14 +53,7 @@ void chainReduce(Primitives& p, const CallShape& s) {
     p.copy(0, 0, s.count);
     return;
   }
-  const int pos = mod(s.rank - s.root - 1, n);
-  const int prev = mod(s.rank - 1, n), next = mod(s.rank + 1, n);
-  for (size_t o = 0; o < s.count; o += s.chunkElems) {
-    size_t c = std::min(s.chunkElems, s.count - o);
-    if (pos == 0) p.send(next, o, c);
-    else if (pos == n - 1) p.recvReduceCopy(prev, o, c);
-    else p.recvReduceSend(prev, next, o, c);
-  }
+  chainReduceAt(p, s, mod(s.rank - s.root - 1, n), mod(s.rank - 1, n), mod(s.rank + 1, n));
 }
 
 void ringAllGather(Primitives& p, const CallShape& s) {

@@ -275,15 +275,15 @@ const std::vector<Algo>& algorithmsFor(CollKind kind) {
   // A switch, not a map: this runs on every call.
   static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice,
                                            Algo::kHier};
-  static const std::vector<Algo> ringTree{Algo::kRing, Algo::kTree};
-  static const std::vector<Algo> chainTree{Algo::kChain, Algo::kTree}, ring{Algo::kRing};
+  static const std::vector<Algo> ringTreeHier{Algo::kRing, Algo::kTree, Algo::kHier};
+  static const std::vector<Algo> chainTreeHier{Algo::kChain, Algo::kTree, Algo::kHier};
   static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
   static const std::vector<Algo> barrier{Algo::kRing, Algo::kOneShot};
   static const std::vector<Algo> ringHier{Algo::kRing, Algo::kHier};
   switch (kind) {
     case CollKind::AllReduce: return allReduce;
-    case CollKind::Broadcast: return ringTree;
-    case CollKind::Reduce: return chainTree;
+    case CollKind::Broadcast: return ringTreeHier;
+    case CollKind::Reduce: return chainTreeHier;
     case CollKind::AllGather:
     case CollKind::ReduceScatter: return ringHier;
     case CollKind::AllToAll: return pairwise;
@@ -317,8 +317,8 @@ static Cost effectiveCost(const Cost& m, uint64_t cacheBytes, int nranks, size_t
 
 size_t Model::chunkFor(CollKind kind, Algo a, size_t bytes) const {
   const size_t largest = std::max<size_t>(1, topo_.chunkBytes);
-  const bool chain = (kind == CollKind::Broadcast && a == Algo::kRing) ||
-                     (kind == CollKind::Reduce && a == Algo::kChain);
+  const bool chain = (kind == CollKind::Broadcast && (a == Algo::kRing || a == Algo::kHier)) ||
+                     (kind == CollKind::Reduce && (a == Algo::kChain || a == Algo::kHier));
   if (!chain || topo_.nranks < 3 || topo_.sliceBytes == 0 || topo_.sliceBytes >= largest)
     return largest;
   const Cost m = effectiveCost(cost(a), p_.cacheBytes, topo_.nranks, bytes);
@@ -373,16 +373,25 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
         default: break;
       }
       break;
-    case CollKind::Broadcast: {
-      double chunks = std::max(1.0, std::ceil(S / C));
-      if (a == Algo::kRing) return (N - 1 + chunks - 1) * (m.alphaUs + C * m.betaUsPerB);
-      return (treeLoad_.depth + chunks) * m.alphaUs + 2 * S * m.betaUsPerB;  // a parent sends twice
-    }
+    case CollKind::Broadcast:
     case CollKind::Reduce: {
-      double chunks = std::max(1.0, std::ceil(S / C));
-      if (a == Algo::kTree)  // a parent receives and reduces two children's chunks per step
-        return (treeLoad_.depth + chunks) * m.alphaUs + 2 * S * (m.betaUsPerB + m.gammaUsPerB);
-      return (N - 1 + chunks - 1) * (m.alphaUs + C * (m.betaUsPerB + m.gammaUsPerB));
+      const double chunks = std::max(1.0, std::ceil(S / C));
+      const double chunk = std::min(S, C);  // what one hop of a chain moves
+      const bool reduces = kind == CollKind::Reduce;
+      const double perByte = m.betaUsPerB + (reduces ? m.gammaUsPerB : 0.0);
+      if (a == Algo::kTree)  // a parent sends (broadcast) or takes in (reduce) two chunks a step
+        return (treeLoad_.depth + chunks) * m.alphaUs + 2 * S * perByte;
+      const double hop = m.alphaUs + chunk * perByte;
+      if (a == Algo::kHier) {
+        // hierarchical.cc: H - 1 hops of the chain cross hosts, n - H stay
+        // inside one; the chunks after the first stream at the link's pace.
+        const Cost l = effectiveCost(p_.local, p_.cacheBytes, topo_.nranks, bytes);
+        const double H = topo_.hosts;
+        const double localHop =
+            l.alphaUs + chunk * (l.betaUsPerB + (reduces ? l.gammaUsPerB : 0.0));
+        return (H - 1 + chunks - 1) * hop + (N - H) * localHop;
+      }
+      return (N - 1 + chunks - 1) * hop;  // the chain in rank order
     }
     case CollKind::AllGather:
     case CollKind::ReduceScatter:

@@ -359,12 +359,37 @@ TEST(HierarchicalSchedule, EveryLayoutGivesEveryRankItsResult) {
       {0, 0, 0, 1},          {0, 1, 2},             {0, 1, 0, 1},       {0, 0, 0, 0},
       {0, 1, 1, 2, 2, 2, 0}, {0, 0, 0, 0, 1},       {0},                {0, 1},
       {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3}};
-  ASSERT_GE(hierarchicalPrograms().size(), 2u);
+  ASSERT_GE(hierarchicalPrograms().size(), 5u);
   for (const AlgorithmProgram* hier : hierarchicalPrograms())
-    for (const auto& hosts : layouts)
-      for (size_t count : {1, 2, 3, 5, 7, 13, 64})
-        for (size_t chunk : {1, 2, 5, 1000})
-          simulate(*hier, static_cast<int>(hosts.size()), count, chunk, 0, 2, &hosts);
+    for (const auto& hosts : layouts) {
+      const int n = static_cast<int>(hosts.size());
+      // The rooted ones (broadcast, reduce) from every root.
+      for (int root = 0; root < (hasRoot(hier->collective) ? n : 1); ++root)
+        for (size_t count : {1, 2, 3, 5, 7, 13, 64})
+          for (size_t chunk : {1, 2, 5, 1000}) simulate(*hier, n, count, chunk, root, 2, &hosts);
+    }
+}
+
+// With ranks dealt to hosts in turn, the flat chain crosses hosts at every
+// hop and the hierarchical one H - 1 times, whatever the root.
+TEST(HierarchicalSchedule, RootedChainsCrossHostsOncePerHost) {
+  const std::vector<int> cyclic = {0, 1, 2, 0, 1, 2, 0, 1};  // 3 hosts
+  for (CollKind k : {CollKind::Broadcast, CollKind::Reduce})
+    for (int root = 0; root < 8; ++root) {
+      auto crossings = [&](const AlgorithmProgram& a) {
+        int sends = 0;
+        for (int r = 0; r < 8; ++r) {
+          TraceExecutor t;
+          a.program(t, CallShape{r, 8, 4, 4, root, &cyclic});
+          for (const TraceStep& st : t.steps())
+            if (st.to >= 0 && cyclic[st.to] != cyclic[r]) ++sends;
+        }
+        return sends;
+      };
+      EXPECT_EQ(crossings(*findProgram(k, "hier")), 2) << collName(k) << " root " << root;
+      EXPECT_EQ(crossings(*findProgram(k, k == CollKind::Broadcast ? "ring" : "chain")), 7)
+          << collName(k) << " root " << root;
+    }
 }
 
 TEST(HierarchicalSchedule, WithoutHostsItIsOneHost) {

@@ -189,7 +189,7 @@ TEST(Selection, HierarchicalOnlyAcrossHostsWithRanksToShare) {
   oneEach.hosts = 3;  // a rank per host: it would be the flat ring
   EXPECT_FALSE(Model(oneEach).available(CollKind::AllReduce, Algo::kHier, 1 << 20));
   EXPECT_TRUE(Model(twoHosts()).available(CollKind::AllReduce, Algo::kHier, 1 << 20));
-  EXPECT_FALSE(Model(twoHosts()).available(CollKind::Broadcast, Algo::kHier, 1 << 20));
+  EXPECT_FALSE(Model(twoHosts()).available(CollKind::AllToAll, Algo::kHier, 1 << 20));
   Choice c = choose(Model(tcp(4)), CollKind::AllReduce, 64 << 20, AlgorithmOverride("allreduce:hier"),
                     nullptr);
   EXPECT_TRUE(c.forcedUnavailable);
@@ -211,7 +211,7 @@ TEST(Selection, HierarchicalWinsLargeCallsAcrossHosts) {
   Algo a;
   EXPECT_TRUE(AlgorithmOverride("allreduce:hier").forced(CollKind::AllReduce, &a));
   EXPECT_EQ(a, Algo::kHier);
-  EXPECT_THROW(AlgorithmOverride("broadcast:hier"), Error);
+  EXPECT_THROW(AlgorithmOverride("alltoall:hier"), Error);
 }
 
 // Across hosts the built-in tcp costs are loopback's: with them a 64 KiB
@@ -252,6 +252,39 @@ TEST(Selection, HierarchicalAllGatherAndReduceScatterAcrossHosts) {
   EXPECT_LT(s.predictUs(CollKind::ReduceScatter, Algo::kHier, 64 << 20),
             0.72 * s.predictUs(CollKind::ReduceScatter, Algo::kRing, 64 << 20));
   EXPECT_TRUE(AlgorithmOverride("reducescatter:hier").forced(CollKind::ReduceScatter, &a));
+}
+
+// A chain's hop moves one chunk, or the whole message where it is smaller:
+// an 8-byte broadcast on 4 ranks is 3 hops of 8 bytes, not of a 2 MiB
+// chunk (the model once charged the chunk, and so preferred the tree for
+// every small broadcast and reduce).
+TEST(Selection, AChainOfASmallMessageCostsItsBytesNotAChunk) {
+  const Topology t = tcp(4);
+  const Model m(t);
+  const double hop = t.fifo.alphaUs + 8 * t.fifo.betaUsPerB;
+  EXPECT_NEAR(m.predictUs(CollKind::Broadcast, Algo::kRing, 8), 3 * hop, 0.01 * hop);
+  const double reduceHop = hop + 8 * t.fifo.gammaUsPerB;
+  EXPECT_NEAR(m.predictUs(CollKind::Reduce, Algo::kChain, 8), 3 * reduceHop, 0.01 * reduceHop);
+}
+
+// The hierarchical broadcast and reduce: the chain host by host crosses
+// the link H - 1 times; the model takes the flat chain's hops as crossings
+// (ranks dealt to hosts in turn), so across hosts it never prefers the
+// flat chain, which with ranks numbered host by host is the same chain.
+TEST(Selection, HierarchicalBroadcastAndReduceAcrossHosts) {
+  EXPECT_FALSE(Model(tcp(4)).available(CollKind::Broadcast, Algo::kHier, 1 << 20)) << "one host";
+  Model m(twoHosts());
+  m.setMeasuredLink(60.0, 0.008, "a 1 Gbit/s link");
+  for (CollKind k : {CollKind::Broadcast, CollKind::Reduce}) {
+    const Algo flat = k == CollKind::Broadcast ? Algo::kRing : Algo::kChain;
+    for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
+      EXPECT_LT(m.predictUs(k, Algo::kHier, bytes), m.predictUs(k, flat, bytes)) << bytes;
+      EXPECT_EQ(choose(m, k, bytes, AlgorithmOverride(), nullptr).algorithm, Algo::kHier) << bytes;
+    }
+  }
+  Algo a;
+  EXPECT_TRUE(AlgorithmOverride("broadcast:hier,reduce:hier").forced(CollKind::Reduce, &a));
+  EXPECT_EQ(a, Algo::kHier);
 }
 
 // Every algorithm the tuner may choose is a registered program (the

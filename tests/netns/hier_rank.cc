@@ -1,5 +1,6 @@
-// One rank of a multi-host all-reduce, all-gather and reduce-scatter check,
-// started as a launcher starts it (RANK / WORLD_SIZE / MASTER_ADDR /
+// One rank of a multi-host all-reduce, all-gather, reduce-scatter,
+// broadcast and reduce check, started as a launcher starts it (RANK /
+// WORLD_SIZE / MASTER_ADDR /
 // MASTER_PORT): every dtype (and op) at awkward counts, in and out of place,
 // against the independent reference (tests/harness/reference.h), with
 // whatever COIL_ALGO says (the runner forces the hierarchical algorithms,
@@ -7,6 +8,7 @@
 // whether every value matched.
 #include <coil.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -112,8 +114,51 @@ int main() {
                            rank, nameOf(type), nameOf(op), count, inPlace ? " in place" : "", at);
           }
         }
+  // Broadcast from the first and the last rank (its bytes: that rank's
+  // all-reduce input) and reduce into them, in and out of place.
+  size_t rooted = 0;
+  for (int root : {0, n - 1})
+    for (int t = 0; t < coilNumTypes; ++t)
+      for (int o = 0; o < coilNumOps; ++o)
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}, size_t{100003}})
+          for (bool inPlace : {false, true}) {
+            const auto type = static_cast<coilDataType_t>(t);
+            const auto op = static_cast<coilRedOp_t>(o);
+            const char* how = inPlace ? " in place" : "";
+            auto data = makeInput(type, op, rank, n, count);
+            std::vector<uint8_t> out(data.size(), 0xA5);
+            void* dst = inPlace ? data.data() : out.data();
+            if (o == 0) {  // one broadcast per type and count
+              if (coilBroadcast(data.data(), dst, count, type, root, comm, nullptr) != coilSuccess) {
+                std::fprintf(stderr, "rank %d: broadcast %s count %zu failed: %s\n", rank,
+                             nameOf(type), count, coilGetLastError(comm));
+                return 1;
+              }
+              const auto want = makeInput(type, op, root, n, count);
+              const size_t at = firstMismatch(type, dst, want.data(), count);
+              ++rooted;
+              if (at != SIZE_MAX && ++wrong <= 5)
+                std::fprintf(stderr, "rank %d: broadcast %s count %zu root %d%s: element %zu wrong\n",
+                             rank, nameOf(type), count, root, how, at);
+              const auto fresh = makeInput(type, op, rank, n, count);
+              std::copy(fresh.begin(), fresh.end(), data.begin());  // dst stays valid
+            }
+            if (coilReduce(data.data(), dst, count, type, op, root, comm, nullptr) != coilSuccess) {
+              std::fprintf(stderr, "rank %d: reduce %s %s count %zu failed: %s\n", rank,
+                           nameOf(type), nameOf(op), count, coilGetLastError(comm));
+              return 1;
+            }
+            ++rooted;
+            if (rank != root) continue;
+            const auto want = makeExpected(type, op, n, count);
+            const size_t at = firstMismatch(type, dst, want.data(), count);
+            if (at != SIZE_MAX && ++wrong <= 5)
+              std::fprintf(stderr, "rank %d: reduce %s %s count %zu root %d%s: element %zu wrong\n",
+                           rank, nameOf(type), nameOf(op), count, root, how, at);
+          }
   coilCommDestroy(comm);
-  std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu reduce-scatters, %zu wrong\n",
-              rank, n, checked, gathered, scattered, wrong);
+  std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu reduce-scatters, "
+              "%zu broadcasts and reduces, %zu wrong\n",
+              rank, n, checked, gathered, scattered, rooted, wrong);
   return wrong ? 1 : 0;
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The hierarchical all-reduce, all-gather and reduce-scatter across "hosts" made of network namespaces
-# (each host's veth ends on a bridge in a hub namespace), several ranks per
-# host: 2 x 2, 3 x 2, and 2 hosts of 3 and 2 ranks (one host short a
-# rank). Each layout runs twice: COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier,
-# then the cost model's own choice. Every rank checks every dtype (and op)
-# at awkward counts against the independent reference.
+# The hierarchical all-reduce, all-gather, reduce-scatter, broadcast and
+# reduce across "hosts" made of network namespaces (each host's veth ends
+# on a bridge in a hub namespace), several ranks per host: 2 x 2, 3 x 2, 2
+# hosts of 3 and 2 ranks (one host short a rank), and 2 x 2 with the ranks
+# dealt to the hosts in turn (0 and 2 on one, 1 and 3 on the other). Each
+# layout runs twice: every collective forced to hier (COIL_ALGO), then the
+# cost model's own choice. Every rank checks every dtype (and op) at
+# awkward counts against the independent reference.
 #
 # Needs root and iproute2; otherwise exits 77 (skipped) and says why.
 # Then coil-topo --comm on 3 + 2 ranks must report shm inside each host and
@@ -50,29 +52,36 @@ done
 
 port=$((22000 + suffix % 20000))
 status=0
-# run_layout "2 2" [ENV...]: ranks per host, hosts in order; ranks numbered host by host.
+forced=COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier,broadcast:hier,reduce:hier
+# run_layout "2 2" [ENV...]: ranks per host, hosts in order; ranks numbered
+# host by host, or (layout "2 2 cyclic") dealt to the hosts in turn.
 run_layout() {
   local layout=$1; shift
-  local counts=($layout) world=0 h r pids=()
+  local counts=(${layout% cyclic}) world=0 h r pids=()
   for c in "${counts[@]}"; do world=$((world + c)); done
   port=$((port + 1))
-  r=0
-  for ((h = 0; h < ${#counts[@]}; h++)); do
-    for ((k = 0; k < ${counts[$h]}; k++)); do
-      ip netns exec "coilh$h-$suffix" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=$net.1 MASTER_PORT=$port \
-        COIL_SOCKET_IFNAME="hv$h-$suffix" COIL_TIMEOUT_MS=120000 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL "$@" \
-        "$rank_bin" >"$logdir/out$r" 2>"$logdir/err$r" &
-      pids+=($!)
-      r=$((r + 1))
-    done
+  rm -f "$logdir"/out* "$logdir"/err*  # a larger layout's files would count too
+  for ((r = 0; r < world; r++)); do
+    if [ "${layout% cyclic}" != "$layout" ]; then
+      h=$((r % ${#counts[@]}))
+    else
+      local before=0
+      for ((h = 0; h < ${#counts[@]}; h++)); do
+        before=$((before + counts[h])); [ $r -lt $before ] && break
+      done
+    fi
+    ip netns exec "coilh$h-$suffix" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=$net.1 MASTER_PORT=$port \
+      COIL_SOCKET_IFNAME="hv$h-$suffix" COIL_TIMEOUT_MS=120000 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL "$@" \
+      "$rank_bin" >"$logdir/out$r" 2>"$logdir/err$r" &
+    pids+=($!)
   done
   local failed=0
   for p in "${pids[@]}"; do wait "$p" || failed=1; done
   # Which algorithm the all-reduces ran (COLL lines: "...: <algorithm>, chunk ...").
   local ran
   ran=$(grep -ho "allreduce [^:]*: [a-z]*, chunk" "$logdir/err0" | awk '{print $(NF-1)}' | tr -d , | sort | uniq -c | tr '\n' ' ')
-  if [ "${1:-}" = COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier ]; then
-    for coll in allreduce allgather reducescatter; do
+  if [ "${1:-}" = "$forced" ]; then
+    for coll in allreduce allgather reducescatter broadcast reduce; do
       if ! grep -q "^.*$coll [^:]*: hier, chunk" "$logdir/err0"; then
         echo "FAIL: hosts of [$layout] ranks: COIL_ALGO=$coll:hier did not run hier"; failed=1
       fi
@@ -80,15 +89,15 @@ run_layout() {
   fi
   if [ $failed = 0 ]; then
     local how=${*:-the model chooses}
-    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7; r += $9} END {print s " all-reduces, " g " all-gathers and " r " reduce-scatters"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
+    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7; r += $9; b += $11} END {print s " all-reduces, " g " all-gathers, " r " reduce-scatters and " b " broadcasts and reduces"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
   else
     echo "FAIL: hosts of [$layout] ranks, $*"
     for ((q = 0; q < world; q++)); do cat "$logdir/out$q"; sed "s/^/  rank $q: /" "$logdir/err$q" | tail -5; done
     status=1
   fi
 }
-for layout in "2 2" "2 2 2" "3 2"; do
-  run_layout "$layout" COIL_ALGO=allreduce:hier,allgather:hier,reducescatter:hier
+for layout in "2 2" "2 2 2" "3 2" "2 2 cyclic"; do
+  run_layout "$layout" "$forced"
   run_layout "$layout"
 done
 # coil-topo --comm on 3 + 2 ranks: rank 0's report, checked.
