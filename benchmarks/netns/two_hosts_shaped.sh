@@ -9,7 +9,11 @@
 # link as coil's tcp sees it (sendrecv between one rank per host), so every
 # figure can be read against what the link gives.
 #
-#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5] [--collective allgather] [--peakrate R | --no-peakrate]
+#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5] [--collective allgather] [--peakrate R | --no-peakrate] [--placement block|cyclic]
+#
+# --placement: block (default) numbers the ranks host by host; cyclic deals
+# them to the hosts in turn (0, 2, ... on one; 1, 3, ... on the other), as
+# mpirun --map-by node and Slurm's cyclic distribution do.
 #
 # --peakrate (default: 1% over --rate): the bucket's burst drains at this
 # rate, no faster (tbf's second bucket, one 64 KiB segment deep). Without it
@@ -23,6 +27,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 perf=${COIL_PERF:-$root/build/benchmarks/perf/coil_perf}
 rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5 coll=allreduce peak=default
+placement=block
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
@@ -33,7 +38,8 @@ while [ $# -gt 0 ]; do
     --collective) coll=$2; shift 2 ;;
     --peakrate) peak="peakrate $2 mtu 64kb"; shift 2 ;;
     --no-peakrate) peak=""; shift ;;
-    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N] [--collective C] [--peakrate R | --no-peakrate]" >&2; exit 2 ;;
+    --placement) placement=$2; shift 2 ;;
+    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N] [--collective C] [--peakrate R | --no-peakrate] [--placement block|cyclic]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
@@ -62,14 +68,16 @@ for pair in "$nsA $vethA" "$nsB $vethB"; do
 done
 
 port=$((21000 + suffix % 20000))
-# run WORLD COLLECTIVE SIZE [ENV...]: ranks 0..perHost-1 in A, the rest in B;
-# prints rank 0's result row.
+# run WORLD COLLECTIVE SIZE [ENV...]: ranks 0..perHost-1 in A, the rest in B
+# (cyclic: even ranks in A, odd in B); prints rank 0's result row.
 run() {
   local world=$1 coll=$2 size=$3; shift 3
   local pids=() r ns ifname
   port=$((port + 1))
   for ((r = 0; r < world; r++)); do
-    if [ $r -lt $((world / 2)) ]; then ns=$nsA ifname=$vethA; else ns=$nsB ifname=$vethB; fi
+    local inA=$((r < world / 2))
+    [ "$placement" = cyclic ] && inA=$((r % 2 == 0))
+    if [ $inA = 1 ]; then ns=$nsA ifname=$vethA; else ns=$nsB ifname=$vethB; fi
     ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world MASTER_ADDR=$addrA MASTER_PORT=$port \
       COIL_SOCKET_IFNAME=$ifname "$@" \
       "$perf" -C "$coll" -b "$size" -e "$size" -n "$iters" -w 1 -c 1 -T 120 >"$logdir/out$r" 2>"$logdir/err$r" &
@@ -81,7 +89,7 @@ run() {
   grep -E "^ +[0-9]+ " "$logdir/out0" | tail -1
 }
 
-echo "# two hosts x $perHost ranks, link: tbf rate $rate${peak:+ ($peak)} each way; $(date -u '+%F %H:%M') UTC"
+echo "# two hosts x $perHost ranks ($placement placement), link: tbf rate $rate${peak:+ ($peak)} each way; $(date -u '+%F %H:%M') UTC"
 echo "# the link as coil's tcp sees it: sendrecv, one rank per host (busbw = bytes one way / time)"
 for size in $sizes; do echo "sendrecv $size: $(run 2 sendrecv "$size")"; done
 echo "# $coll, $((2 * perHost)) ranks"
@@ -91,8 +99,13 @@ for algo in $algos; do
     if [ "$algo" = auto ]; then
       row=$(run $((2 * perHost)) "$coll" "$size" COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=COLL)
       # The algorithm of most of its calls (coil_perf adds a few small ones of its own).
-      chose=$(grep -o "$coll [^:]*: [a-z]*" "$logdir/err0" | awk '{print $NF}' | sort | uniq -c |
-              sort -rn | awk 'NR == 1 {print $2}')
+      # A FIFO program's line ends ", chunk ..."; the all-reduce's one-shot and
+      # slice say "through ..." (as does the one-shot that a rooted call's
+      # ranks agree with first: not its algorithm).
+      lines=", chunk"
+      [ "$coll" = allreduce ] && lines=", chunk\| through"
+      chose=$(grep -o "$coll [^:]*: [a-z]*\($lines\)" "$logdir/err0" | sed 's/\(, chunk\| through\)$//' |
+              awk '{print $NF}' | sort | uniq -c | sort -rn | awk 'NR == 1 {print $2}')
       echo "$coll auto($chose) $size: $row"
     else
       echo "$coll $algo $size: $(run $((2 * perHost)) "$coll" "$size" COIL_ALGO=$coll:$algo)"
