@@ -11,7 +11,8 @@ CPU and CUDA tensors (COIL_TORCH_CUDA=0 refuses CUDA ones). A CUDA
 collective follows ProcessGroupNCCL's stream pattern (it runs on a side
 stream that waits for the current one, returns at once, and work.wait()
 makes the current stream, not the host, wait for it) and coil moves the
-bytes through its device path (pinned staging). tests/torch/test_cuda.py
+bytes through its device path (between ranks of one host, the peers'
+device memory through CUDA IPC; elsewhere pinned staging). tests/torch/test_cuda.py
 has passed on one H100 with 1, 2 and 4 ranks; DDP and FSDP at scale on GPUs
 have not run. Point-to-point (send/recv, batch_isend_irecv) on CUDA tensors
 goes through pinned host memory in the streams' order (new, not yet run on a

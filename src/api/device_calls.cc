@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "api/guard.h"
+#include "algorithms/device_window_p2p.h"
 #include "algorithms/registered_collectives.h"
 #include "core/env.h"
 #include "device/device.h"
+#include "reduce/reduce.h"
 
 namespace coil::api {
 namespace {
@@ -196,6 +198,34 @@ void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t st
                                std::move(barrier)),
       stream, orderOf(comm, c));
   pw.callsRun.fetch_add(1, std::memory_order_relaxed);
+}
+
+void enqueuePeerP2p(coilComm* comm, const std::vector<P2pCall>& calls, coilStream_t stream,
+                    const char* what) {
+  Communicator& c = usable(comm);
+  PeerWindows& pw = *comm->peerWindows;
+  std::vector<algo::DeviceP2p> batch;
+  for (const P2pCall& call : calls)
+    batch.push_back({call.isSend, call.buffer, call.count * reduce::typeSize(call.type), call.peer});
+  // The tokens travel as host point-to-point messages of two uint64.
+  auto exchange = [comm, name = std::string(what)](
+                      const std::vector<std::pair<int, algo::P2pToken>>& out,
+                      std::vector<std::pair<int, algo::P2pToken>>* in) {
+    std::vector<algo::P2pToken> sent;
+    for (const auto& o : out) sent.push_back(o.second);
+    std::vector<P2pCall> tokens;
+    for (size_t i = 0; i < out.size(); ++i)
+      tokens.push_back({true, &sent[i], 2, coilUint64, out[i].first});
+    for (auto& i : *in) tokens.push_back({false, &i.second, 2, coilUint64, i.first});
+    try {
+      usable(comm).pointToPoint(tokens);
+    } catch (const Error& e) {
+      throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
+    }
+  };
+  auto phases = algo::deviceWindowP2pPhases(batch, pw.windows, pw.slotBytes, c.rank(), exchange);
+  stagedStreamOf(comm).enqueuePhases(std::move(phases), stream, orderOf(comm, c));
+  pw.p2pRun.fetch_add(1, std::memory_order_relaxed);
 }
 
 void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,

@@ -74,6 +74,12 @@ void runOrEnqueue(coilComm* comm, bool device, const std::vector<device::DeviceR
 void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t stream,
                      const char* what);
 
+/// Enqueues a batch of sends and receives (a group's) that moves through
+/// the peers' mapped device memory (algorithms/device_window_p2p.h) on
+/// `stream`.
+void enqueuePeerP2p(coilComm* comm, const std::vector<P2pCall>& calls, coilStream_t stream,
+                    const char* what);
+
 /// Enqueues a call whose buffers lie in windows the ranks registered
 /// (api/registered_windows.h, algorithms/registered_collectives.h) on `stream`.
 void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,

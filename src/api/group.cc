@@ -87,7 +87,10 @@ void runTogether(const Queued& q, std::vector<CollectiveCall> collectives,
 // (runsOnPeerWindows: the same answer on every rank) takes them in a group
 // too, between the staged jobs of the calls around it, in the same order
 // on the stream: NCCL's habit of grouping a step's collectives must not
-// send them all through host memory.
+// send them all through host memory. So do the sends and receives that
+// sendsThroughPeerWindows picks (by size, the same at both ends), as a
+// batch of their own before the staged one: the order of the messages
+// between two ranks is kept within each batch, and both ranks split alike.
 coilResult_t runQueue(Queued& q) {
   return guarded("coilGroupEnd", q.comm, [&] {
     InFlight busy(q.comm);
@@ -105,9 +108,24 @@ coilResult_t runQueue(Queued& q) {
       staged.push_back(call);
       if (q.device) addRanges(q.collectiveUse[i], &ranges);
     }
-    if (q.device)
-      for (const CallBuffers& use : q.p2pUse) addRanges(use, &ranges);
-    if (!staged.empty() || !q.p2p.empty()) runTogether(q, std::move(staged), q.p2p, ranges);
+    // Sends and receives: those the peer windows take as one batch, after
+    // the collectives, then the others as one staged batch.
+    std::vector<P2pCall> throughWindows, stagedP2p;
+    for (size_t i = 0; i < q.p2p.size(); ++i) {
+      if (q.device && sendsThroughPeerWindows(q.comm, q.p2p[i])) {
+        throughWindows.push_back(q.p2p[i]);
+        continue;
+      }
+      stagedP2p.push_back(q.p2p[i]);
+      if (q.device) addRanges(q.p2pUse[i], &ranges);
+    }
+    if (!throughWindows.empty()) {
+      if (!staged.empty())
+        runTogether(q, std::exchange(staged, {}), {}, std::exchange(ranges, {}));
+      enqueuePeerP2p(q.comm, throughWindows, q.stream, "coilGroupEnd");
+    }
+    if (!staged.empty() || !stagedP2p.empty())
+      runTogether(q, std::move(staged), std::move(stagedP2p), ranges);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "algorithms/device_window_p2p.h"
 #include "api/handle.h"
 #include "comm/host_identity.h"
 #include "core/env.h"
@@ -279,6 +280,14 @@ void attachPeerWindows(coilComm* comm) {
     return attach(comm, std::move(pw));
   }
   sayStaged(why.empty() ? legacyWhy : "cuMem: " + why + "; legacy IPC: " + legacyWhy);
+}
+
+bool sendsThroughPeerWindows(const coilComm* comm, const P2pCall& call) {
+  const PeerWindows* pw = comm->peerWindows.get();
+  if (pw == nullptr) return false;
+  const size_t bytes = call.count * reduce::typeSize(call.type);
+  return bytes >= std::max<size_t>(pw->minBytes, 1) &&
+         algo::deviceWindowP2pPartBytes(static_cast<size_t>(comm->nranks), pw->slotBytes) > 0;
 }
 
 bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call) {

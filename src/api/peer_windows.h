@@ -38,6 +38,7 @@ struct coilComm;
 namespace coil {
 class Communicator;
 struct CollectiveCall;
+struct P2pCall;
 }
 
 namespace coil::api {
@@ -48,7 +49,8 @@ struct PeerWindows {
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
   std::vector<algo::DeviceWindow> windows;      // by rank
   const char* sharing = "";                     // the way they were shared, for logs and tests
-  std::atomic<uint64_t> callsRun{0};            // calls enqueued on the windows (for tests)
+  std::atomic<uint64_t> callsRun{0};            // collectives enqueued on the windows (for tests)
+  std::atomic<uint64_t> p2pRun{0};              // batches of sends and receives (for tests)
   PeerWindows() = default;
   PeerWindows(const PeerWindows&) = delete;
   PeerWindows& operator=(const PeerWindows&) = delete;
@@ -77,5 +79,11 @@ size_t peerMinBytesHere();
 /// with blocks) holds minBytes or more. Rank 0's minBytes and the call's
 /// arguments only, so the same answer on every rank for the same call.
 bool runsOnPeerWindows(const coilComm* comm, const CollectiveCall& call);
+
+/// True when a send or receive of `call` in a group on device buffers moves
+/// through the peer windows (algorithms/device_window_p2p.h): its message
+/// holds minBytes or more (and at least a byte). A send and its receive
+/// have one size, so both ranks answer alike.
+bool sendsThroughPeerWindows(const coilComm* comm, const P2pCall& call);
 
 }  // namespace coil::api

@@ -178,7 +178,8 @@ TEST(FlightRecorderRing, DescribesEachEntryOnOneLine) {
 
 // An untimed operation that waited says how long in ms, from the coarse
 // clock: a failure 30 ms after its start "failed after 30 ms" (give or take
-// the clock's tick), one still running says for how long so far.
+// the clock's tick, and a tick late under load: a loaded CI machine once
+// said 24), one still running says for how long so far.
 TEST(FlightRecorderRing, UntimedDurationsAreWholeMilliseconds) {
   FlightRecorder r(4, "");
   const uint64_t failing = r.begin(kAllReduce, 1, 8, coilFloat, coilSum, -1, now());
@@ -192,7 +193,7 @@ TEST(FlightRecorderRing, UntimedDurationsAreWholeMilliseconds) {
     return at == std::string::npos ? -1L : std::strtol(line.c_str() + at + after.size(), nullptr, 10);
   };
   const long failedMs = msOf(lines[0], " failed after ");
-  EXPECT_GE(failedMs, 25) << lines[0];
+  EXPECT_GE(failedMs, 20) << lines[0];
   EXPECT_LE(failedMs, 1000) << lines[0];
   const long runningMs = msOf(lines[1], " in progress for ");
   EXPECT_GE(runningMs, 245) << lines[1];

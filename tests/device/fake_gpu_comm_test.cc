@@ -233,6 +233,97 @@ TEST_P(FakeGpuComm, CallsInAGroupTakeThePeerWindowsAndKeepTheirOrder) {
   });
 }
 
+// Sends and receives of device buffers in one group: every rank sends
+// three messages to every rank (itself too) and receives three from each,
+// all sends posted before the receives. The first spans several pieces of
+// a 4 KiB slot's partition, the second is a few elements, the third empty
+// (staged: the windows take messages of a byte or more). Each message's
+// size depends on both ranks, so a message matched to the wrong send shows.
+size_t messageCount(int from, int to, int k) {
+  const size_t f = static_cast<size_t>(from), t = static_cast<size_t>(to);
+  return k == 0 ? 3001 + 13 * f + 7 * t : k == 1 ? 1 + f + 2 * t : 0;
+}
+int32_t messageValue(int from, int to, int k, size_t i) {
+  return static_cast<int32_t>(from * 1000003 + to * 10007 + k * 1009 + static_cast<int>(i));
+}
+
+void groupedSendsAndReceives(coilComm_t comm, int rank, int n, bool onWindows) {
+  device::Stream stream = device::createStream();
+  std::vector<std::unique_ptr<FakeDeviceBuffer>> out, in;
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  for (int q = 0; q < n; ++q)
+    for (int k = 0; k < 3; ++k) {
+      const size_t count = messageCount(rank, q, k);
+      out.push_back(std::make_unique<FakeDeviceBuffer>(count * 4 + 4));
+      for (size_t i = 0; i < count; ++i) {
+        const int32_t v = messageValue(rank, q, k, i);
+        std::memcpy(out.back()->get() + i * 4, &v, 4);
+      }
+      ASSERT_EQ(coilSend(out.back()->get(), count, coilInt32, q, comm, stream), coilSuccess)
+          << coilGetLastError(comm);
+    }
+  for (int q = 0; q < n; ++q)
+    for (int k = 0; k < 3; ++k) {
+      in.push_back(std::make_unique<FakeDeviceBuffer>(messageCount(q, rank, k) * 4 + 4));
+      ASSERT_EQ(coilRecv(in.back()->get(), messageCount(q, rank, k), coilInt32, q, comm, stream),
+                coilSuccess)
+          << coilGetLastError(comm);
+    }
+  const uint64_t before = comm->peerWindows ? comm->peerWindows->p2pRun.load() : 0;
+  ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+  device::syncStream(stream);
+  coilResult_t async = coilSuccess;
+  ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+  ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+  const uint64_t after = comm->peerWindows ? comm->peerWindows->p2pRun.load() : 0;
+  EXPECT_EQ(after - before, onWindows ? 1u : 0u);
+  for (int q = 0; q < n; ++q)
+    for (int k = 0; k < 3; ++k) {
+      const uint8_t* got = in[static_cast<size_t>(q * 3 + k)]->get();
+      for (size_t i = 0; i < messageCount(q, rank, k); ++i) {
+        int32_t v = 0;
+        std::memcpy(&v, got + i * 4, 4);
+        ASSERT_EQ(v, messageValue(q, rank, k, i)) << "from rank " << q << ", message " << k
+                                                  << ", element " << i;
+      }
+    }
+  device::destroyStream(stream);
+}
+
+TEST_P(FakeGpuComm, SendsAndReceivesInAGroupTakeThePeerWindows) {
+  run([&](coilComm_t comm, int rank, bool windows) {
+    groupedSendsAndReceives(comm, rank, GetParam().ranks.nranks, windows);
+  });
+}
+
+// A send and a receive of different sizes through the windows: both ranks'
+// calls fail, each naming the problem, instead of one copying too little
+// and the other waiting out its deadline.
+TEST(FakeGpuCommFaults, ASendAndItsReceiveOfDifferentSizesFailBothRanks) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  runRanks({2, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    ASSERT_NE(comm->peerWindows, nullptr);
+    FakeDeviceBuffer buf(3001 * 4);
+    device::Stream stream = device::createStream();
+    ASSERT_EQ(coilGroupStart(), coilSuccess);
+    if (rank == 0) ASSERT_EQ(coilSend(buf.get(), 3001, coilInt32, 1, comm, stream), coilSuccess);
+    else ASSERT_EQ(coilRecv(buf.get(), 3000, coilInt32, 0, comm, stream), coilSuccess);
+    ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+    device::syncStream(stream);
+    coilResult_t async = coilSuccess;
+    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+    EXPECT_EQ(async, coilInvalidUsage);
+    const std::string why = coilGetLastError(comm);
+    EXPECT_NE(why.find(rank == 0 ? "rank 1 receives a message of another size"
+                                 : "rank 0 sends a message of 12004 bytes where this rank "
+                                   "receives 12000 bytes"),
+              std::string::npos)
+        << why;
+    device::destroyStream(stream);
+  });
+}
+
 // NCCL's single-thread pattern: one thread makes every rank
 // (coilCommInitAll) and, in one group, calls an all-reduce and an
 // all-gather on each rank's stream. The ranks share the one fake GPU in one
