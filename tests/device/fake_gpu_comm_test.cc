@@ -53,6 +53,15 @@ const std::vector<Case>& cases() {
   return all;
 }
 
+// Waits for the stream, then checks that no call on it failed after it
+// returned.
+void expectStreamRanClean(coilComm_t comm, device::Stream stream) {
+  device::syncStream(stream);
+  coilResult_t async = coilSuccess;
+  ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+  ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+}
+
 // Every case's all-reduce on device buffers and a stream, then an
 // all-gather (staged: not an all-reduce) in between, each checked.
 void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
@@ -68,10 +77,7 @@ void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
     uint8_t* out = c.inPlace ? send.get() : recv.get();
     ASSERT_EQ(coilAllReduce(send.get(), out, c.count, c.type, c.op, comm, stream), coilSuccess)
         << coilGetLastError(comm);
-    device::syncStream(stream);
-    coilResult_t async = coilSuccess;
-    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-    ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+    ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
     ASSERT_EQ(firstMismatch(c.type, out, want.data(), c.count), SIZE_MAX);
 
     expectStagedAllGather(comm, rank, nranks, static_cast<int32_t>(c.count), stream);
@@ -103,10 +109,7 @@ void everyOtherCollective(coilComm_t comm, int rank, int nranks, bool onWindows)
     const PlacedCall placed = placeCall(c, rank, nranks, send.get(), recv.get());
     const uint64_t before = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
     ASSERT_EQ(callCollective(c, placed, comm, stream), coilSuccess) << coilGetLastError(comm);
-    device::syncStream(stream);
-    coilResult_t async = coilSuccess;
-    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-    ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+    ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
     const uint64_t after = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
     EXPECT_EQ(after - before, onWindows ? 1u : 0u);
     const std::vector<uint8_t> want = collectiveExpected(c, rank, nranks);
@@ -206,10 +209,7 @@ void groupOfDependentCalls(coilComm_t comm, int rank, int n, bool onWindows) {
     ASSERT_EQ(coilRecv(fromLeft.get(), count, coilFloat32, left, comm, stream), coilSuccess);
   }
   ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
-  device::syncStream(stream);
-  coilResult_t async = coilSuccess;
-  ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-  ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+  ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
   const uint64_t after = comm->peerWindows ? comm->peerWindows->callsRun.load() : 0;
   EXPECT_EQ(after - before, onWindows ? 2u : 0u);
   // z = 2 n x, where x is the all-reduce's result; the ring's copy equals it.
@@ -271,10 +271,7 @@ void groupedSendsAndReceives(coilComm_t comm, int rank, int n, bool onWindows) {
     }
   const uint64_t before = comm->peerWindows ? comm->peerWindows->p2pRun.load() : 0;
   ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
-  device::syncStream(stream);
-  coilResult_t async = coilSuccess;
-  ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-  ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
+  ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
   const uint64_t after = comm->peerWindows ? comm->peerWindows->p2pRun.load() : 0;
   EXPECT_EQ(after - before, onWindows ? 1u : 0u);
   for (int q = 0; q < n; ++q)
