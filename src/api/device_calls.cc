@@ -211,6 +211,7 @@ void enqueuePeerP2p(coilComm* comm, const std::vector<P2pCall>& calls, coilStrea
   auto exchange = [comm, name = std::string(what)](
                       const std::vector<std::pair<int, algo::P2pToken>>& out,
                       std::vector<std::pair<int, algo::P2pToken>>* in) {
+    if (out.empty() && in->empty()) return;  // no pair of this rank has a piece this round
     std::vector<algo::P2pToken> sent;
     for (const auto& o : out) sent.push_back(o.second);
     std::vector<P2pCall> tokens;
