@@ -95,6 +95,11 @@ class DeviceWindowExecutor {
   PhaseRecorder phases_;
 };
 
+// Elements of a 256-byte line (kDeviceSliceAlignBytes), at least one.
+size_t lineElemsOf(coilDataType_t type) {
+  return std::max<size_t>(1, kDeviceSliceAlignBytes / reduce::typeSize(type));
+}
+
 // How many pieces of a block a collective's program puts side by side in
 // a slot (window_programs.h, the peer programs).
 size_t piecesPerSlot(CollKind kind, size_t nranks) {
@@ -111,7 +116,7 @@ size_t piecesPerSlot(CollKind kind, size_t nranks) {
 size_t deviceWindowPieceElems(CollKind kind, coilDataType_t type, size_t nranks,
                               size_t slotBytes) {
   const size_t esize = reduce::typeSize(type);
-  const size_t lineElems = std::max<size_t>(1, kDeviceSliceAlignBytes / esize);
+  const size_t lineElems = lineElemsOf(type);
   // The all-reduce: whole aligned slices for every rank in a piece (a
   // multiple of n lines). The others: whole lines of a block per piece,
   // as many side by side as the program puts in a slot.
@@ -120,16 +125,10 @@ size_t deviceWindowPieceElems(CollKind kind, coilDataType_t type, size_t nranks,
   return slotBytes / esize / piecesPerSlot(kind, nranks) / lineElems * lineElems;
 }
 
-bool reduces(CollKind kind) {
-  return kind == CollKind::AllReduce || kind == CollKind::ReduceScatter ||
-         kind == CollKind::Reduce;
-}
-
 std::vector<Phase> deviceWindowPhases(CollKind kind, const DeviceCall& call,
                                       const std::vector<DeviceWindow>& windows, size_t slotBytes,
                                       int rank, std::function<void()> barrier) {
-  const size_t esize = reduce::typeSize(call.type);
-  const size_t lineElems = std::max<size_t>(1, kDeviceSliceAlignBytes / esize);
+  const size_t lineElems = lineElemsOf(call.type);
   const size_t n = windows.size();
   const size_t pieceElems = deviceWindowPieceElems(kind, call.type, n, slotBytes);
   if (pieceElems == 0)

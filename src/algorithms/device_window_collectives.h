@@ -64,9 +64,6 @@ constexpr size_t kDeviceSliceAlignBytes = 256;
 size_t deviceWindowPieceElems(CollKind kind, coilDataType_t type, size_t nranks,
                               size_t slotBytes);
 
-/// True for the collectives that reduce (their op matters).
-bool reduces(CollKind kind);
-
 /// The phases of one call of `kind` (any collective but the barrier) on
 /// rank `rank` of windows.size(), whose slots hold `slotBytes` each;
 /// `barrier` is a host barrier of all ranks (it throws to fail the call).

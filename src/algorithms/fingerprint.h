@@ -38,6 +38,12 @@ enum class CollKind : uint8_t {
 
 const char* collName(CollKind kind);
 
+/// True for the collectives whose op matters (all-reduce, reduce, reduce-scatter).
+inline bool reduces(CollKind kind) {
+  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
+         kind == CollKind::ReduceScatter;
+}
+
 struct Fingerprint {
   uint32_t seq;
   CollKind coll;
@@ -47,6 +53,16 @@ struct Fingerprint {
 
   uint64_t encode() const;
 };
+
+/// The fingerprint of collective call number `seq`: the op only where the
+/// collective reduces, the root folded into the count's hash, so ranks that
+/// disagree on either fail loudly.
+inline uint64_t callTag(uint32_t seq, CollKind kind, coilDataType_t type, coilRedOp_t op,
+                        uint64_t count, int root) {
+  return Fingerprint{seq, kind, type, reduces(kind) ? op : coilSum,
+                     count ^ (static_cast<uint64_t>(root) << 48)}
+      .encode();
+}
 
 /// The fields of an encoded fingerprint that survive whole.
 inline uint32_t seqOf(uint64_t tag) { return static_cast<uint32_t>(tag >> 40) & 0xFFFFFFu; }

@@ -184,10 +184,7 @@ void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t st
   PeerWindows& pw = *comm->peerWindows;
   // The root is part of the fingerprint (as the host engine's): ranks that
   // disagree on it fail instead of reading the wrong rank's slot.
-  const uint64_t tag =
-      algo::Fingerprint{0, call.kind, call.type, algo::reduces(call.kind) ? call.op : coilSum,
-                        call.count ^ (static_cast<uint64_t>(call.root) << 48)}
-          .encode();
+  const uint64_t tag = algo::callTag(0, call.kind, call.type, call.op, call.count, call.root);
   auto barrier = [comm, tag, name = std::string(what)] {
     barrierOfTheSameCall(comm, std::span(&tag, 1), name);
   };

@@ -30,10 +30,6 @@ namespace {
 
 using algo::CollKind;
 
-bool hasOp(CollKind k) {
-  return k == CollKind::AllReduce || k == CollKind::Reduce || k == CollKind::ReduceScatter;
-}
-
 // "allreduce #12 (1024 x float32, sum)", for messages and logs.
 struct CallText {
   const algo::Call& c;
@@ -42,7 +38,7 @@ struct CallText {
     std::ostringstream desc;
     desc << algo::collName(c.kind) << " #" << seq << " (" << c.count << " x "
          << reduce::typeName(c.type);
-    if (hasOp(c.kind))
+    if (algo::reduces(c.kind))
       desc << ", " << (reduce::validOp(c.op) ? reduce::opName(c.op) : "premulsum");
     if (algo::hasRoot(c.kind)) desc << ", root " << c.root;
     desc << ")";
@@ -96,10 +92,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
       std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
   call.chunkElems = call.sliceElems * slicesPerChunk;
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
-  call.tag = algo::Fingerprint{seq + seqSalt_, call.kind, call.type,
-                               hasOp(call.kind) ? call.op : coilSum,
-                               call.count ^ (static_cast<uint64_t>(call.root) << 48)}
-                 .encode();
+  call.tag = algo::callTag(seq + seqSalt_, call.kind, call.type, call.op, call.count, call.root);
   // Text for messages and logs; built only when one needs it. (Held by
   // reference, the std::function never allocates on this per-call path.)
   const CallText text{call, seq};
@@ -120,7 +113,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
 
   // A pre-multiplied sum scales this rank's input once, then sums.
   std::vector<uint8_t> scaled;
-  if (hasOp(call.kind) && !reduce::validOp(call.op)) {
+  if (algo::reduces(call.kind) && !reduce::validOp(call.op)) {
     const PreMulSum& pm = preMulOps_.at(call.op);
     const size_t blocks = call.kind == CollKind::ReduceScatter ? static_cast<size_t>(nranks_) : 1;
     const size_t elems = call.count * blocks;

@@ -142,9 +142,7 @@ class FlightRecorder {
                  int64_t nowMs) {
     if (entries_ == 0) return kNone;
     const uint64_t id = head_.load(std::memory_order_relaxed);
-    const bool hasOp = kind == uint8_t(algo::CollKind::AllReduce) ||
-                       kind == uint8_t(algo::CollKind::Reduce) ||
-                       kind == uint8_t(algo::CollKind::ReduceScatter);
+    const bool hasOp = algo::reduces(static_cast<algo::CollKind>(kind));
     const bool hasPeer = kind >= kSend || kind == uint8_t(algo::CollKind::Broadcast) ||
                          kind == uint8_t(algo::CollKind::Reduce) ||
                          kind == uint8_t(algo::CollKind::Gather) ||

@@ -62,6 +62,16 @@ void expectStreamRanClean(coilComm_t comm, device::Stream stream) {
   ASSERT_EQ(async, coilSuccess) << coilGetLastError(comm);
 }
 
+// Waits for the stream, then checks that a call on it failed after it
+// returned with `code`; returns the message.
+std::string streamFailedWith(coilComm_t comm, device::Stream stream, coilResult_t code) {
+  device::syncStream(stream);
+  coilResult_t async = coilSuccess;
+  EXPECT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
+  EXPECT_EQ(async, code);
+  return coilGetLastError(comm);
+}
+
 // Every case's all-reduce on device buffers and a stream, then an
 // all-gather (staged: not an all-reduce) in between, each checked.
 void allReduceEveryCase(coilComm_t comm, int rank, int nranks) {
@@ -307,11 +317,7 @@ TEST(FakeGpuCommFaults, ASendAndItsReceiveOfDifferentSizesFailBothRanks) {
     if (rank == 0) ASSERT_EQ(coilSend(buf.get(), 3001, coilInt32, 1, comm, stream), coilSuccess);
     else ASSERT_EQ(coilRecv(buf.get(), 3000, coilInt32, 0, comm, stream), coilSuccess);
     ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
-    device::syncStream(stream);
-    coilResult_t async = coilSuccess;
-    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-    EXPECT_EQ(async, coilInvalidUsage);
-    const std::string why = coilGetLastError(comm);
+    const std::string why = streamFailedWith(comm, stream, coilInvalidUsage);
     EXPECT_NE(why.find(rank == 0 ? "rank 1 receives a message of another size"
                                  : "rank 0 sends a message of 12004 bytes where this rank "
                                    "receives 12000 bytes"),
@@ -477,12 +483,8 @@ TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheCountFailTheirCalls) {
     device::Stream stream = device::createStream();
     ASSERT_EQ(coilAllReduce(send.get(), recv.get(), count, coilInt32, coilSum, comm, stream),
               coilSuccess);
-    device::syncStream(stream);
-    coilResult_t async = coilSuccess;
-    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-    EXPECT_EQ(async, coilInvalidUsage);
-    EXPECT_NE(std::string(coilGetLastError(comm)).find("different arguments"), std::string::npos)
-        << coilGetLastError(comm);
+    const std::string why = streamFailedWith(comm, stream, coilInvalidUsage);
+    EXPECT_NE(why.find("different arguments"), std::string::npos) << why;
     device::destroyStream(stream);
   });
 }
@@ -502,15 +504,11 @@ TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheRootFailTheirCalls) {
     const int root = rank == 2 ? 1 : 0;
     ASSERT_EQ(coilBroadcast(buf.get(), buf.get(), count, coilInt32, root, comm, stream),
               coilSuccess);
-    device::syncStream(stream);
-    coilResult_t async = coilSuccess;
-    ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
-    EXPECT_EQ(async, coilInvalidUsage);
-    EXPECT_NE(std::string(coilGetLastError(comm)).find("coilBroadcast (enqueued on a stream): "
-                                                       "the ranks called it with different "
-                                                       "arguments"),
+    const std::string why = streamFailedWith(comm, stream, coilInvalidUsage);
+    EXPECT_NE(why.find("coilBroadcast (enqueued on a stream): the ranks called it with "
+                       "different arguments"),
               std::string::npos)
-        << coilGetLastError(comm);
+        << why;
     device::destroyStream(stream);
   });
 }

@@ -16,9 +16,6 @@ bool perRankBlocksIn(CollKind k) {
 bool perRankBlocksOut(CollKind k) {
   return k == CollKind::AllGather || k == CollKind::AllToAll || k == CollKind::Gather;
 }
-bool reduces(CollKind k) {
-  return k == CollKind::AllReduce || k == CollKind::ReduceScatter || k == CollKind::Reduce;
-}
 
 // Element i of rank r's input for the collectives that move data: distinct
 // per rank and element, and exact in every type (below 256: bf16 holds it).
@@ -41,7 +38,7 @@ void append(std::vector<uint8_t>* to, const std::vector<uint8_t>& from, size_t b
 std::string describe(const CollectiveCase& c) {
   std::ostringstream s;
   s << algo::collName(c.kind) << " " << nameOf(c.type);
-  if (reduces(c.kind)) s << " " << nameOf(c.op);
+  if (algo::reduces(c.kind)) s << " " << nameOf(c.op);
   s << " count " << c.count;
   if (algo::CollKind k = c.kind; k == CollKind::Broadcast || k == CollKind::Reduce ||
                                  k == CollKind::Gather || k == CollKind::Scatter)
@@ -60,7 +57,7 @@ size_t outputElems(const CollectiveCase& c, int n) {
 
 std::vector<uint8_t> collectiveInput(const CollectiveCase& c, int rank, int n) {
   const size_t elems = inputElems(c, n);
-  if (reduces(c.kind)) {
+  if (algo::reduces(c.kind)) {
     std::vector<uint8_t> in = makeInput(c.type, c.op, rank, n, elems);
     in.resize(elems * sizeOf(c.type));  // makeInput pads a byte
     return in;
