@@ -168,8 +168,15 @@ bool FlightRecorder::read(uint64_t id, Entry* out) const {
       std::this_thread::yield();
       continue;
     }
+    // The state word first, acquiring: setAlgorithm() and an untimed end()
+    // write one word each with no seqlock round, the name before the state.
+    // Read in index order, a reader could take the name from before
+    // setAlgorithm() and the state from after end(): an ended entry with no
+    // algorithm. Read state first, an ended state brings its name with it.
     uint64_t w[kWords];
-    for (size_t i = 0; i < kWords; ++i) w[i] = s.words[i].load(std::memory_order_relaxed);
+    w[kStateWord] = s.words[kStateWord].load(std::memory_order_acquire);
+    for (size_t i = 0; i < kWords; ++i)
+      if (i != kStateWord) w[i] = s.words[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.version.load(std::memory_order_relaxed) != v1) continue;
     std::memcpy(out, w, sizeof *out);

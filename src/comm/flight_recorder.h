@@ -169,8 +169,9 @@ class FlightRecorder {
   void setAlgorithm(const char* name) {
     const uint64_t head = head_.load(std::memory_order_relaxed);
     if (entries_ == 0 || head == 0) return;
-    // One word of an entry only this thread writes: a reader sees the old
-    // name or the new one, either of them true, so no seqlock round.
+    // One word of an entry only this thread writes, so no seqlock round: a
+    // reader sees the old name or the new one, and read() takes the state
+    // word first, so an entry it sees ended carries the name set before.
     slot(head - 1).words[kAlgorithmWord].store(reinterpret_cast<uintptr_t>(name),
                                                std::memory_order_release);
   }

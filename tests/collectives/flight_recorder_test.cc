@@ -214,6 +214,16 @@ TEST(FlightRecorderRing, ConcurrentDumpSeesWholeEntries) {
       r.end(id, i % 4 == 0 ? State::kFailed : State::kCompleted);
     }
   });
+  // A failed ASSERT returns from the test: stop and join the writer then
+  // too, or the joinable thread's destructor aborts the whole binary.
+  struct StopAndJoin {
+    std::atomic<bool>& stop;
+    std::thread& writer;
+    ~StopAndJoin() {
+      stop = true;
+      writer.join();
+    }
+  } stopAndJoin{stop, writer};
   size_t snapshots = 0, entries = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   while (std::chrono::steady_clock::now() < until) {
@@ -239,8 +249,6 @@ TEST(FlightRecorderRing, ConcurrentDumpSeesWholeEntries) {
     ++snapshots;
     entries += s.size();
   }
-  stop = true;
-  writer.join();
   EXPECT_GT(snapshots, 10u);
   EXPECT_GT(entries, 0u);
 }
