@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "device/cuda_diagnosis.h"
 #include "device/device_reduce.h"
 #include "device/half_device.h"
 
@@ -120,8 +121,8 @@ int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
-    std::printf("device_reduce_bench: no CUDA device: %s\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reported 0 devices");
+    std::printf("device_reduce_bench: no usable CUDA device (%s)\n",
+                coil::device::describeCudaUnusable(err, devices).c_str());
     return 77;
   }
   int device = 0;

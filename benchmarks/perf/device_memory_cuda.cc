@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "device/cuda_diagnosis.h"
 #include "device_memory.h"
 
 namespace coil_perf::gpu {
@@ -35,8 +36,7 @@ std::string whyUnusable(int* count) {
   *count = 0;
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess) return "cudaGetDeviceCount: " + describe(err);
-  if (n <= 0) return "the CUDA driver reports no device";
+  if (err != cudaSuccess || n <= 0) return coil::device::describeCudaUnusable(err, n);
   *count = n;
   return "";
 }

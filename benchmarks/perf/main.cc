@@ -47,13 +47,8 @@ MemoryChoice chooseMemory(const Options& opts) {
     c.note = "host";
     return c;
   }
-  // Host until the device path has passed a sweep on a GPU: on an H200 it
-  // stopped after the 128 B row (docs/performance.md), so device buffers
-  // are asked for by name for now.
-  if (opts.memory == Memory::Default) {
-    c.note = "host (--memory device for device buffers)";
-    return c;
-  }
+  // The default is nccl-tests': device buffers when coil was built with
+  // CUDA and a device answers, else host, and the header says why.
   if (opts.memory == Memory::Default && opts.baselineMpi) {
     c.note = "host (the MPI baseline uses host buffers)";
     return c;

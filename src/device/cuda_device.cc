@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "device/cuda_diagnosis.h"
 #include "device/device.h"
 
 namespace coil::device {
@@ -35,14 +36,9 @@ const Probe& probe() {
     Probe p;
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-      p.reason = std::string("no usable CUDA driver or device: ") + cudaGetErrorName(err) + ": " +
-                 cudaGetErrorString(err);
+    if (err != cudaSuccess || count == 0) {
+      p.reason = "no usable CUDA device: " + describeCudaUnusable(err, count);
       cudaGetLastError();  // not sticky: clear it for the application
-      return p;
-    }
-    if (count == 0) {
-      p.reason = "the CUDA driver reports no device";
       return p;
     }
     void* fn = nullptr;
@@ -71,8 +67,7 @@ bool available() { return probe().usable; }
 std::string unavailableReason() { return probe().usable ? std::string() : probe().reason; }
 
 std::string buildDescription() {
-  return "CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
-         std::to_string(CUDART_VERSION % 1000 / 10);
+  return "CUDA runtime " + cudaVersionText(CUDART_VERSION);
 }
 
 MemKind kindOf(const void* ptr) {

@@ -3,6 +3,7 @@
 // outside their range. Each must end in coilInvalidArgument and a message
 // that names the problem — never a crash, a hang, or a touch of freed memory
 // (the sanitizer leg, tools/run-tests --sanitize, runs this file too).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -331,6 +332,15 @@ TEST(DeviceArguments, HostBuffersWithAStreamAndDeviceCallsWithoutADevice) {
   EXPECT_EQ(coilMemAlloc(&p, 1024), coilInvalidUsage);
   EXPECT_EQ(p, nullptr);
   EXPECT_TRUE(lastErrorHas(nullptr, "CUDA")) << coilGetLastError(nullptr);
+  // In words a user can act on: with no NVIDIA driver at all, the runtime's
+  // own "CUDA driver version is insufficient" would send users to update one.
+  if (!lastErrorHas(nullptr, "built without CUDA")) {
+    if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY)) {
+      dlclose(driver);
+    } else {
+      EXPECT_TRUE(lastErrorHas(nullptr, "no NVIDIA driver on this machine")) << coilGetLastError(nullptr);
+    }
+  }
   EXPECT_EQ(coilMemFree(nullptr), coilSuccess);
   EXPECT_EQ(coilMemFree(a.data()), coilInvalidArgument);  // host memory is not coilMemAlloc's
   int device = 7;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "device/cuda_diagnosis.h"
 #include "device/device_reduce.h"
 #include "reduce/reduce.h"
 
@@ -706,8 +707,8 @@ int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices == 0) {
-    std::printf("gpu suite: no CUDA device: %s\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reported 0 devices");
+    std::printf("gpu suite: skipped: no usable CUDA device (%s)\n",
+                coil::device::describeCudaUnusable(err, devices).c_str());
     return 77;
   }
   cudaDeviceProp prop{};

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/cuda_diagnosis.h"
 #include "harness/reference.h"
 #include "harness/run_ranks.h"
 
@@ -595,9 +596,7 @@ std::string whyNoDevice() {
     close(fds[0]);
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
-    std::string why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
-                      : count == 0       ? "the driver reports no device"
-                                         : "";
+    const std::string why = coil::device::describeCudaUnusable(err, count);
     if (write(fds[1], why.data(), why.size()) < 0) _exit(2);
     _exit(0);
   }
