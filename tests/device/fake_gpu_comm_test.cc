@@ -513,10 +513,22 @@ TEST(FakeGpuCommFaults, RanksThatDisagreeOnTheRootFailTheirCalls) {
   });
 }
 
-// A rank that dies after init: its peers' all-reduce on the windows fails
-// (the barrier between phases notices the dead process) and becomes their
-// asynchronous error; their streams still go on.
-TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
+// A rank that dies after init: its peers' calls on the windows fail (the
+// barrier between phases, or the pair's token, notices the dead process)
+// and become their asynchronous error; their streams still go on. Every
+// collective, and sends and receives in a group (a ring: rank 0 receives
+// from the dead rank 2, rank 1 sends to it).
+enum class DyingPeerCall { kCollective, kGroupedRing };
+struct DyingPeerCase {
+  DyingPeerCall what;
+  algo::CollKind kind;  // kCollective's
+  const char* name;     // in the error: the call that failed
+};
+
+class FakeGpuCommDeadPeer : public ::testing::TestWithParam<DyingPeerCase> {};
+
+TEST_P(FakeGpuCommDeadPeer, ARankThatDiesFailsItsPeersCalls) {
+  const DyingPeerCase& param = GetParam();
   ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
   ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
   // Ranks 0 and 1 count themselves out of init here (memory the forked
@@ -526,8 +538,9 @@ TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(shared, MAP_FAILED);
   auto* initialized = new (shared) std::atomic<int>(0);
-  runRanksRaw({3, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
-    coilComm_t comm = initWithTimeout(id, 3, rank, 30000);
+  constexpr int kRanks = 3;
+  runRanksRaw({kRanks, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
+    coilComm_t comm = initWithTimeout(id, kRanks, rank, 30000);
     ASSERT_NE(comm, nullptr);
     ASSERT_NE(comm->peerWindows, nullptr);
     if (rank == 2) {
@@ -536,26 +549,53 @@ TEST(FakeGpuCommFaults, ARankThatDiesFailsItsPeersDeviceAllReduce) {
       _exit(0);  // gone, without a word to the others
     }
     initialized->fetch_add(1);
-    const size_t count = 3001;
-    FakeDeviceBuffer send(count * 4), recv(count * 4);
-    std::memset(send.get(), 1, count * 4);
     device::Stream stream = device::createStream();
     const auto start = Clock::now();
-    ASSERT_EQ(coilAllReduce(send.get(), recv.get(), count, coilInt32, coilSum, comm, stream),
-              coilSuccess);
+    const size_t count = 3001;  // several window pieces
+    // Alive until the stream has run (as a GPU's buffers must be).
+    const CollectiveCase c{param.kind, coilInt32, coilSum, count, 0, false};
+    FakeDeviceBuffer send(inputElems(c, kRanks) * 4), recv(outputElems(c, kRanks) * 4);
+    if (param.what == DyingPeerCall::kCollective) {
+      const PlacedCall b = placeCall(c, rank, kRanks, send.get(), recv.get());
+      ASSERT_EQ(callCollective(c, b, comm, stream), coilSuccess) << coilGetLastError(comm);
+    } else {
+      ASSERT_EQ(coilGroupStart(), coilSuccess);
+      ASSERT_EQ(coilSend(send.get(), count, coilInt32, (rank + 1) % kRanks, comm, stream),
+                coilSuccess);
+      ASSERT_EQ(coilRecv(recv.get(), count, coilInt32, (rank + kRanks - 1) % kRanks, comm, stream),
+                coilSuccess);
+      ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+    }
     device::syncStream(stream);  // released, not held: the call failed
     coilResult_t async = coilSuccess;
     ASSERT_EQ(coilCommGetAsyncError(comm, &async), coilSuccess);
     EXPECT_NE(async, coilSuccess);
-    EXPECT_NE(std::string(coilGetLastError(comm)).find("coilAllReduce (enqueued on a stream)"),
-              std::string::npos)
-        << coilGetLastError(comm);
+    const std::string why = coilGetLastError(comm);
+    EXPECT_NE(why.find(param.name), std::string::npos) << why;
     EXPECT_LT(secondsSince(start), 20.0);
     device::destroyStream(stream);
     coilCommAbort(comm);
   });
   munmap(shared, sizeof(std::atomic<int>));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryCall, FakeGpuCommDeadPeer,
+    ::testing::Values(
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::AllReduce, "coilAllReduce"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::AllGather, "coilAllGather"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::ReduceScatter,
+                      "coilReduceScatter"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::Broadcast, "coilBroadcast"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::Reduce, "coilReduce"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::AllToAll, "coilAlltoAll"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::Gather, "coilGather"},
+        DyingPeerCase{DyingPeerCall::kCollective, algo::CollKind::Scatter, "coilScatter"},
+        DyingPeerCase{DyingPeerCall::kGroupedRing, algo::CollKind::AllReduce, "coilGroupEnd"}),
+    [](const ::testing::TestParamInfo<DyingPeerCase>& info) {
+      return std::string(info.param.name + 4) +
+             (info.param.what == DyingPeerCall::kGroupedRing ? "SendRecvRing" : "");
+    });
 
 }  // namespace
 }  // namespace coil::test
