@@ -26,23 +26,22 @@ std::exception_ptr closedError(const char* how) {
 
 }  // namespace
 
-CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                         std::chrono::milliseconds timeout, const std::string& key,
-                         const std::string& groupName)
-    : c10d::Backend(rank, size),
-      timeout_(timeout),
-      groupName_(groupName),
-      store_(store),
-      storeKey_(key) {
+namespace {
+
+// Rank 0 makes the unique id and puts it in the store; the others wait for
+// it there. Then every rank joins.
+coilComm_t joinThroughStore(c10d::Store& store, int rank, int size,
+                            std::chrono::milliseconds timeout, const std::string& key,
+                            const std::string& groupName) {
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "coil backend: rank ", rank,
               " is out of range for a group of ", size, " ranks");
   coilUniqueId id;
   if (rank == 0) {
     check(coilGetUniqueId(&id), "coilGetUniqueId");
-    store->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    store.set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
   } else {
     // Blocks until rank 0 has set it, or the store's timeout passes.
-    std::vector<uint8_t> bytes = store->get(key);
+    std::vector<uint8_t> bytes = store.get(key);
     TORCH_CHECK(bytes.size() == sizeof id.internal, "coil backend: the unique id under store key '",
                 key, "' has ", bytes.size(), " bytes, expected ", sizeof id.internal);
     std::memcpy(id.internal, bytes.data(), sizeof id.internal);
@@ -50,11 +49,35 @@ CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank,
   coilConfig_t config = COIL_CONFIG_INITIALIZER;
   config.blocking = 1;
   config.timeoutMs = timeout.count();
-  config.commName = groupName_.c_str();
+  config.commName = groupName.c_str();
   coilComm_t comm = nullptr;
   check(coilCommInitRankConfig(&comm, size, id, rank, &config), "coilCommInitRankConfig");
+  return comm;
+}
+
+}  // namespace
+
+CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& key,
+                         const std::string& groupName)
+    : CoilBackend(store, rank, size, timeout, key, groupName,
+                  joinThroughStore(*store, rank, size, timeout, key, groupName)) {}
+
+CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& key,
+                         const std::string& groupName, coilComm_t comm)
+    : c10d::Backend(rank, size),
+      timeout_(timeout),
+      groupName_(groupName),
+      store_(store),
+      storeKey_(key) {
   comm_ = comm;
-  p2p_ = std::make_unique<PointToPoint>(rank, size, store, key + "/p2p", groupName_, timeout);
+  try {
+    p2p_ = std::make_unique<PointToPoint>(rank, size, store, key + "/p2p", groupName_, timeout);
+  } catch (...) {
+    coilCommDestroy(comm_.exchange(nullptr));  // no destructor runs for a throwing constructor
+    throw;
+  }
   queue_ = std::make_unique<WorkQueue>();
   init();
 }

@@ -34,12 +34,27 @@ class CoilBackend : public c10d::Backend {
   CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, const std::string& key,
               const std::string& groupName);
+  /// Adopts `comm`, a communicator of `size` ranks in which this is `rank`
+  /// (split() makes it with coilCommSplit); `store` and `key` serve
+  /// point-to-point and monitoredBarrier as above.
+  CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              std::chrono::milliseconds timeout, const std::string& key,
+              const std::string& groupName, coilComm_t comm);
   /// Waits for queued work, then frees the communicator (as shutdown()).
   ~CoilBackend() override;
 
   const std::string getBackendName() const override { return "coil"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   bool supportsCoalescing() const override { return true; }
+  /// dist.split_group (split.cc): collective over this group, queued after
+  /// its operations so far. The ranks listed (this group's ranks; the
+  /// child's ranks in that order) form the child, with coilCommSplit; a
+  /// rank not listed takes part and gets null (NON_GROUP_MEMBER). The child
+  /// connects anew; its point-to-point meets under this group's store.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
   uint64_t getSequenceNumberForGroup() override;
 
   /// Lets queued work finish, stops the worker and destroys the
@@ -171,6 +186,8 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Store> store_;  // the group's; monitoredBarrier's keys
   std::string storeKey_;                   // this backend's prefix in store_
   std::atomic<uint64_t> monitoredBarriers_{0};
+  std::atomic<uint64_t> splits_{0};  // split() calls: the children's store keys
+  c10::intrusive_ptr<c10d::Store> lastNoColorSplit_;  // split.cc says why
   std::atomic<uint64_t> seq_{0};  // operations issued, for the work objects
 
   bool coalescing_ = false;

@@ -30,7 +30,16 @@ PYBIND11_MODULE(_coil_torch_ext, m) {
            // threads run meanwhile.
            py::call_guard<py::gil_scoped_release>(),
            "Joins a coil communicator of `size` ranks through `store` (rank 0 puts the unique "
-           "id under `key`); every coil wait times out after `timeout_ms`.");
+           "id under `key`); every coil wait times out after `timeout_ms`.")
+      // torch's new_group, when the default group has a device_id and its
+      // backend splits, calls this on the ranks left out of the new group
+      // (NCCL's members split the parent). coil's members join through the
+      // store instead, which also works when only they call new_group
+      // (use_local_synchronization), so the others have nothing to do.
+      .def("perform_nocolor_split", [](coil_torch::CoilBackend&, const c10::Device&) {},
+           py::arg("device"),
+           "Nothing: a coil new_group joins its members through the store, without the "
+           "others (split_group is what splits).");
 
   m.def("coil_version", [] {
     int v = 0;

@@ -12,7 +12,8 @@ here, from what every rank contributed). Covered (issue #13):
   - a barrier that only rank 0 enters times out with an error torch's own
     checks recognise (" Timed out ", DistBackendError), after the timeout;
   - monitored_barrier (coil_torch.monitored_barrier and the process group's
-    own method): passes when all arrive, and names the ranks that did not.
+    own method): passes when all arrive, and names the ranks that did not;
+  - split_group: a child's ranks in its list's order, its collectives.
 
 COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
 """
@@ -155,6 +156,25 @@ def worker(rank, world, port):
         return run
     case("sparse all_reduce", sparse_sum(False))
     case("sparse all_reduce, hybrid (dense part)", sparse_sum(True))
+
+    # ---- split_group ----------------------------------------------------------------
+    def split(name, group):
+        # The odd ranks, last first, and the even ones: a child's ranks follow its list.
+        odd = [r for r in range(world) if r % 2][::-1]
+        even = [r for r in range(world) if r % 2 == 0]
+        child = dist.split_group(parent_pg=group, split_ranks=[odd, even])
+        mine = odd if rank in odd else even
+        check(name + " rank", dist.get_rank(child) == mine.index(rank),
+              f"rank {dist.get_rank(child)} in {mine}")
+        check(name + " size", dist.get_world_size(child) == len(mine), dist.get_world_size(child))
+        got = [torch.zeros(2) for _ in mine]
+        dist.all_gather(got, torch.tensor([float(rank), 1.0]), group=child)
+        check(name + " all_gather in the list's order",
+              [g[0].item() for g in got] == [float(r) for r in mine], [g.tolist() for g in got])
+        x = torch.tensor([float(10 ** rank)])
+        dist.all_reduce(x, group=child)
+        expect_equal(name + " all_reduce", x, torch.tensor([float(sum(10 ** r for r in mine))]))
+    case("split_group", split)
 
     # ---- a barrier only rank 0 enters times out, recognisably --------------------
     def lonely_barrier(backend):

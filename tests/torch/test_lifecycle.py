@@ -9,6 +9,12 @@
   sub-groups: 3 ranks; new_group([0, 2]) and new_group([1, 2]) with coil,
               used in turns and interleaved with the default group; values
               checked against the members' inputs.
+  splits:     3 ranks, a default group with a device_id (torch then splits
+              where the backend can): new_group with a rank left out, and
+              with use_local_synchronization; split_group into [2, 0] and
+              [1] (ranks in the list's order, a collective queued before the
+              split, collectives and isend/irecv in the child), a split of
+              the child, and one that leaves ranks out (NON_GROUP_MEMBER).
 """
 import datetime
 import glob
@@ -98,10 +104,89 @@ def subgroups(rank, world, port):
     dist.destroy_process_group()
 
 
+def splits(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    # A device_id makes torch split where the backend can: split_group, and
+    # new_group asks the ranks outside the new group to take part.
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=30),
+                            device_id=torch.device("cpu:0"))
+    assert dist.group.WORLD._get_backend(torch.device("cpu")).supports_splitting
+
+    def world_sum_is_right():
+        z = torch.tensor([float(rank)])
+        dist.all_reduce(z)  # the default group in between
+        assert z.item() == 3.0, z
+
+    # new_group: rank 1 is outside it; then one only its members call.
+    a = dist.new_group([0, 2])
+    if rank != 1:
+        x = torch.tensor([float(10 ** rank)])
+        dist.all_reduce(x, group=a)
+        assert x.item() == 101.0, x
+    world_sum_is_right()
+    if rank != 0:
+        b = dist.new_group([1, 2], use_local_synchronization=True)
+        x = torch.tensor([float(10 ** rank)])
+        dist.all_reduce(x, group=b)
+        assert x.item() == 110.0, x
+    world_sum_is_right()
+
+    # split_group: the child's ranks in the list's order ([2, 0]: global rank
+    # 2 is rank 0); a collective queued before the split runs before it.
+    pending = torch.full((257,), float(rank + 1))
+    work = dist.all_reduce(pending, async_op=True)
+    child = dist.split_group(split_ranks=[[2, 0], [1]])
+    work.wait()
+    assert pending[0].item() == 6.0 and pending[-1].item() == 6.0, pending
+    order = {2: [2, 0], 0: [2, 0], 1: [1]}[rank]
+    assert dist.get_backend(child) == "coil", dist.get_backend(child)
+    assert dist.get_world_size(child) == len(order), dist.get_world_size(child)
+    assert dist.get_rank(child) == order.index(rank), (dist.get_rank(child), order)
+    x = torch.tensor([float(10 ** rank)])
+    dist.all_reduce(x, group=child)
+    assert x.item() == sum(10.0 ** r for r in order), x
+    gathered = [torch.zeros(2) for _ in order]
+    dist.all_gather(gathered, torch.tensor([float(rank), 7.0]), group=child)
+    assert [g[0].item() for g in gathered] == [float(r) for r in order], gathered
+    if len(order) == 2:
+        t = torch.tensor([float(rank)])
+        dist.broadcast(t, group_src=0, group=child)  # child rank 0 is global rank 2
+        assert t.item() == 2.0, t
+        # Point-to-point in the child, both sides sending first.
+        out, into = torch.full((1001,), float(rank)), torch.zeros(1001)
+        peer = order[1 - order.index(rank)]
+        reqs = [dist.isend(out, peer, group=child), dist.irecv(into, peer, group=child)]
+        for r in reqs:
+            r.wait()
+        assert into[0].item() == float(peer) and into[-1].item() == float(peer), into
+    world_sum_is_right()
+
+    # A split of the child ([2, 0] -> its rank 1, global 0, alone), and one
+    # that leaves ranks out: they get NON_GROUP_MEMBER.
+    if rank != 1:
+        grandchild = dist.split_group(parent_pg=child, split_ranks=[[1]])
+        if rank == 0:
+            x = torch.tensor([5.0])
+            dist.all_reduce(x, group=grandchild)
+            assert x.item() == 5.0 and dist.get_world_size(grandchild) == 1, x
+        else:
+            assert grandchild == dist.GroupMember.NON_GROUP_MEMBER, grandchild
+    alone = dist.split_group(split_ranks=[[0]])
+    assert (alone == dist.GroupMember.NON_GROUP_MEMBER) == (rank != 0), alone
+    world_sum_is_right()
+    dist.destroy_process_group()
+
+
 def main():
     require_coil_torch()
     reports, passed = [], 0
-    for name, fn, world in (("re-init without leaks", reinit, 2), ("sub-groups", subgroups, 3)):
+    for name, fn, world in (("re-init without leaks", reinit, 2), ("sub-groups", subgroups, 3),
+                            ("split_group and new_group with a device_id", splits, 3)):
         got = run_ranks(fn, world, timeout=120)
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1
