@@ -158,9 +158,11 @@ TEST_P(SplitShare, ParentOutlivesItsChildAndNonBlockingSplitShares) {
 }
 
 // Rank 0 starts an all-reduce on `holder` that cannot finish before the
-// other ranks join it, 600 ms later; meanwhile it calls one on `intruder`,
-// which shares its links. The intruder must be refused at once, and every
-// call on every rank must end well before the 20 s timeout.
+// other ranks join it, 2.5 s later; meanwhile, 0.5 s after starting it, it
+// calls one on `intruder`, which shares its links. The intruder must be
+// refused at once, and every call on every rank must end well before the
+// 20 s timeout. (The holder claims its links as its call starts; with 150
+// ms and 600 ms, a loaded CI machine once ran the intruder first.)
 void concurrentUse(coilComm_t parent, int rank, bool parentHolds) {
   coilComm_t child = splitWith(parent, 0, rank, 1);
   ASSERT_NE(child, nullptr);
@@ -178,7 +180,7 @@ void concurrentUse(coilComm_t parent, int rank, bool parentHolds) {
   if (rank == 0) {
     std::thread busy(
         [&] { coilAllReduce(a.data(), a.data(), a.size(), coilFloat, coilSum, holder, nullptr); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const auto t1 = Clock::now();
     EXPECT_EQ(coilAllReduce(b.data(), b.data(), b.size(), coilFloat, coilSum, intruder, nullptr),
               coilInvalidUsage);
@@ -188,7 +190,7 @@ void concurrentUse(coilComm_t parent, int rank, bool parentHolds) {
     EXPECT_NE(msg.find("splitShare"), std::string::npos) << msg;
     busy.join();
   } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     coilAllReduce(a.data(), a.data(), a.size(), coilFloat, coilSum, holder, nullptr);
     // Rank 0's intruder broke: this rank's intruder cannot complete either.
     EXPECT_NE(coilAllReduce(b.data(), b.data(), b.size(), coilFloat, coilSum, intruder, nullptr),
