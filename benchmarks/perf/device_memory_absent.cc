@@ -7,7 +7,7 @@
 namespace coil_perf::gpu {
 namespace {
 
-const char kWhy[] = "coil_perf was built without CUDA (no nvcc found when coil was configured)";
+const char kWhy[] = "coil_perf was built without CUDA (meson -Dcuda was disabled, or found no nvcc)";
 
 [[noreturn]] void absent() { throw std::runtime_error(kWhy); }
 

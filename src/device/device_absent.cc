@@ -7,7 +7,7 @@
 namespace coil::device {
 namespace {
 
-constexpr const char* kReason = "this coil was built without CUDA (meson -Dcuda found no nvcc)";
+constexpr const char* kReason = "this coil was built without CUDA (meson -Dcuda was disabled, or found no nvcc)";
 
 [[noreturn]] void noCuda(const char* what) { fail(coilInvalidUsage, what, ": ", kReason); }
 
