@@ -44,6 +44,12 @@ inline bool reduces(CollKind kind) {
          kind == CollKind::ReduceScatter;
 }
 
+/// True for the collectives with a root (broadcast, reduce, gather, scatter).
+inline bool hasRoot(CollKind kind) {
+  return kind == CollKind::Broadcast || kind == CollKind::Reduce || kind == CollKind::Gather ||
+         kind == CollKind::Scatter;
+}
+
 struct Fingerprint {
   uint32_t seq;
   CollKind coll;

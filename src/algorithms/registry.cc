@@ -115,11 +115,6 @@ const AlgorithmProgram* findProgram(CollKind collective, std::string_view name) 
   return nullptr;
 }
 
-bool hasRoot(CollKind k) {
-  return k == CollKind::Broadcast || k == CollKind::Reduce || k == CollKind::Gather ||
-         k == CollKind::Scatter;
-}
-
 bool parseCollective(std::string_view name, CollKind* kind) {
   for (CollKind k : {CollKind::AllReduce, CollKind::Broadcast, CollKind::Reduce,
                      CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllToAll,

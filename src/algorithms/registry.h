@@ -102,9 +102,6 @@ const std::vector<AlgorithmProgram>& algorithmPrograms();
 /// A barrier runs the all-reduce's programs on one element.
 const AlgorithmProgram* findProgram(CollKind collective, std::string_view name);
 
-/// True for the collectives with a root (broadcast, reduce, gather, scatter).
-bool hasRoot(CollKind collective);
-
 /// The collectives coil-sim and the tests know, parsed from their names
 /// ("allreduce", "reducescatter", ...); false for an unknown name.
 bool parseCollective(std::string_view name, CollKind* kind);

@@ -143,10 +143,7 @@ class FlightRecorder {
     if (entries_ == 0) return kNone;
     const uint64_t id = head_.load(std::memory_order_relaxed);
     const bool hasOp = algo::reduces(static_cast<algo::CollKind>(kind));
-    const bool hasPeer = kind >= kSend || kind == uint8_t(algo::CollKind::Broadcast) ||
-                         kind == uint8_t(algo::CollKind::Reduce) ||
-                         kind == uint8_t(algo::CollKind::Gather) ||
-                         kind == uint8_t(algo::CollKind::Scatter);
+    const bool hasPeer = kind >= kSend || algo::hasRoot(static_cast<algo::CollKind>(kind));
     const uint64_t start = timing_ ? ticks() : static_cast<uint64_t>(nowMs);
     // The words of the Entry, computed in registers (an Entry built on the
     // stack and copied out as words stalled store forwarding).

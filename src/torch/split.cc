@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
 
 #include "coil_backend.h"
 #include "coil_calls.h"

@@ -40,8 +40,7 @@ std::string describe(const CollectiveCase& c) {
   s << algo::collName(c.kind) << " " << nameOf(c.type);
   if (algo::reduces(c.kind)) s << " " << nameOf(c.op);
   s << " count " << c.count;
-  if (algo::CollKind k = c.kind; k == CollKind::Broadcast || k == CollKind::Reduce ||
-                                 k == CollKind::Gather || k == CollKind::Scatter)
+  if (algo::hasRoot(c.kind))
     s << " root " << c.root;
   if (c.inPlace) s << " in place";
   return s.str();
