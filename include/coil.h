@@ -98,15 +98,21 @@ typedef enum COIL_ENUM_BASE {
   coilNumTypes = 10
 } coilDataType_t;
 
-/// Reduction operators. Values match NCCL's ncclRedOp_t.
+/// Reduction operators. coilSum..coilAvg have NCCL's ncclRedOp_t values.
 /// coilAvg is the sum divided by the rank count (integers truncate).
+/// coilBand, coilBor and coilBxor (bitwise and, or, exclusive or) are coil's
+/// own, as MPI's MPI_BAND/BOR/BXOR and gloo's: they take the integer types
+/// only; with a float type a call is coilInvalidArgument.
 typedef enum COIL_ENUM_BASE {
   coilSum = 0,
   coilProd = 1,
   coilMax = 2,
   coilMin = 3,
   coilAvg = 4,
-  coilNumOps = 5,
+  coilBand = 5,
+  coilBor = 6,
+  coilBxor = 7,
+  coilNumOps = 8,
   /// The largest value an op can have (as NCCL's ncclMaxRedOp): it makes the
   /// enum as wide as an int, for the ops coilRedOpCreatePreMulSum returns
   /// (coilNumOps and up). Not an op itself: passing it is coilInvalidArgument.

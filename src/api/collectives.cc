@@ -47,6 +47,7 @@ void checkOp(const Communicator& c, int op, coilDataType_t type) {
   if (!c.validOp(op, type))
     fail(coilInvalidArgument, "invalid reduction op ", op,
          op >= coilNumOps ? " (not a pre-multiplied sum of this communicator and datatype)" : "");
+  if (reduce::validOp(op)) reduce::checkTakesType(static_cast<coilRedOp_t>(op), type, nullptr);
 }
 
 void checkRoot(const Communicator& c, int root) {

@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "device/device_reduce.h"
 #include "device/half_device.h"
+#include "reduce/reduce.h"
 
 namespace coil::device {
 namespace {
@@ -47,7 +48,7 @@ using testing::HalfCodec;
 /// make fp16 kernels compute-bound).
 constexpr HalfCodec kDefaultHalfCodec = HalfCodec::kHardware;
 
-enum class Op { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
+enum class Op { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kBand = 4, kBor = 5, kBxor = 6 };
 
 constexpr int kThreads = 256;  // per block
 constexpr int kUnroll = 4;     // 16-byte vectors per thread per loop iteration
@@ -138,6 +139,12 @@ struct ReduceOp {
         using W = std::conditional_t<(sizeof(Raw) < sizeof(unsigned)), unsigned, Raw>;
         const W x = a, y = b;
         return static_cast<Raw>(kOp == Op::kSum ? x + y : x * y);
+      } else if constexpr (kOp == Op::kBand) {
+        return static_cast<Raw>(a & b);
+      } else if constexpr (kOp == Op::kBor) {
+        return static_cast<Raw>(a | b);
+      } else if constexpr (kOp == Op::kBxor) {
+        return static_cast<Raw>(a ^ b);
       } else {
         using Int = typename Traits<kType>::Int;
         const Int x = static_cast<Int>(a), y = static_cast<Int>(b);
@@ -460,10 +467,11 @@ void checkType(coilDataType_t type, const char* what) {
          coilNumTypes - 1, ")");
 }
 
-void checkOp(coilRedOp_t op, const char* what) {
+void checkOp(coilRedOp_t op, coilDataType_t type, const char* what) {
   if (static_cast<int>(op) < 0 || static_cast<int>(op) >= coilNumOps)
     fail(coilInvalidArgument, what, ": invalid reduction op ", static_cast<int>(op), " (valid: 0..",
          coilNumOps - 1, ")");
+  reduce::checkTakesType(op, type, what);
 }
 
 void checkDivisor(int divisor, const char* what) {
@@ -602,15 +610,24 @@ void chain(const char* what, const Fn& fn, void* dst, const void* const* src, in
 
 /// Calls body(fn) with the ReduceOp functor of `op` (coilAvg sums; the
 /// division that finishes it is divideAsync's).
+/// The bitwise ops exist for the integer types only (checkOp refused the
+/// others before any launch).
 template <coilDataType_t kType, HalfCodec kCodec, class Body>
 void withReduceOp(coilRedOp_t op, const char* what, const Body& body) {
+  constexpr Kind kKind = Traits<kType>::kKind;
   switch (op) {
     case coilSum:
     case coilAvg: return body(ReduceOp<kType, Op::kSum, kCodec>{});
     case coilProd: return body(ReduceOp<kType, Op::kProd, kCodec>{});
     case coilMax: return body(ReduceOp<kType, Op::kMax, kCodec>{});
     case coilMin: return body(ReduceOp<kType, Op::kMin, kCodec>{});
-    default: checkOp(op, what);  // throws
+    default:
+      if constexpr (kKind == Kind::kSigned || kKind == Kind::kUnsigned) {
+        if (op == coilBand) return body(ReduceOp<kType, Op::kBand, kCodec>{});
+        if (op == coilBor) return body(ReduceOp<kType, Op::kBor, kCodec>{});
+        if (op == coilBxor) return body(ReduceOp<kType, Op::kBxor, kCodec>{});
+      }
+      checkOp(op, kType, what);  // throws
   }
 }
 
@@ -720,7 +737,7 @@ HalfCodec defaultHalfCodec() { return kDefaultHalfCodec; }
 void reduceAsyncWith(HalfCodec codec, void* dst, const void* a, const void* b, size_t count,
                      coilDataType_t type, coilRedOp_t op, void* stream) {
   checkType(type, "reduceAsync");
-  checkOp(op, "reduceAsync");
+  checkOp(op, type, "reduceAsync");
   checkCodec(codec, "reduceAsync");
   dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
     reduceTyped<kType, kCodec>(dst, a, b, count, op, stream);
@@ -731,7 +748,7 @@ void reduceChainAsyncWith(HalfCodec codec, void* dst, const void* const* src, in
                           coilDataType_t type, coilRedOp_t op, void* stream) {
   constexpr const char* kWhat = "reduceChainAsync";
   checkType(type, kWhat);
-  checkOp(op, kWhat);
+  checkOp(op, type, kWhat);
   checkCodec(codec, kWhat);
   checkChainArguments(dst, src, n, kWhat);
   dispatch(type, codec, [&]<coilDataType_t kType, HalfCodec kCodec>() {

@@ -1,6 +1,7 @@
 // Reduction kernels on the GPU: the device counterpart of reduce/reduce.h,
 // with the same semantics bit for bit (see reduce.h):
-//   * integer sum/prod wrap (two's complement), max/min compare;
+//   * integer sum/prod wrap (two's complement), max/min compare, band/bor/
+//     bxor are bitwise (integer types only: a float type is refused);
 //   * float max(a,b) = a > b ? a : b, min likewise (equal inputs, e.g.
 //     +0/-0, give b);
 //   * a float result that is NaN is the canonical quiet NaN: fp32

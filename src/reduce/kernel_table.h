@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,9 +24,22 @@ enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
 constexpr int kNumIsas = 3;
 
 /// Kernel operators. coilAvg is not one: it reduces with kSum and finishes
-/// with a divide kernel.
-enum class Op { kSum = 0, kProd = 1, kMax = 2, kMin = 3 };
-constexpr int kNumKernelOps = 4;
+/// with a divide kernel. The bitwise ones exist for the integer types only.
+enum class Op { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kBand = 4, kBor = 5, kBxor = 6 };
+constexpr int kNumKernelOps = 7;
+
+/// The kernel op of a valid coilRedOp_t (coilAvg: kSum).
+constexpr Op kernelOpOf(coilRedOp_t op) {
+  switch (op) {
+    case coilProd: return Op::kProd;
+    case coilMax: return Op::kMax;
+    case coilMin: return Op::kMin;
+    case coilBand: return Op::kBand;
+    case coilBor: return Op::kBor;
+    case coilBxor: return Op::kBxor;
+    default: return Op::kSum;  // coilSum, coilAvg
+  }
+}
 
 /// Storage-only element types for the two 16-bit floats (no arithmetic on
 /// them: kernels widen to float, compute, and round back).
@@ -50,7 +64,8 @@ template <> struct StorageOf<coilFloat32> { using type = float; };
 template <> struct StorageOf<coilFloat64> { using type = double; };
 template <> struct StorageOf<coilBfloat16> { using type = BFloat16; };
 
-/// One ISA's kernels: reduce[type][op] and divide[type]. Every entry is set.
+/// One ISA's kernels: reduce[type][op] and divide[type]. Every entry is set
+/// except the bitwise ops of the float types, which are null.
 struct KernelTable {
   ReduceFn reduce[coilNumTypes][kNumKernelOps];
   DivideFn divide[coilNumTypes];
@@ -64,6 +79,11 @@ constexpr void fillRow(KernelTable& table) {
   table.reduce[kType][static_cast<int>(Op::kProd)] = &Impl::template reduce<T, Op::kProd>;
   table.reduce[kType][static_cast<int>(Op::kMax)] = &Impl::template reduce<T, Op::kMax>;
   table.reduce[kType][static_cast<int>(Op::kMin)] = &Impl::template reduce<T, Op::kMin>;
+  if constexpr (std::is_integral_v<T>) {
+    table.reduce[kType][static_cast<int>(Op::kBand)] = &Impl::template reduce<T, Op::kBand>;
+    table.reduce[kType][static_cast<int>(Op::kBor)] = &Impl::template reduce<T, Op::kBor>;
+    table.reduce[kType][static_cast<int>(Op::kBxor)] = &Impl::template reduce<T, Op::kBxor>;
+  }
   table.divide[kType] = &Impl::template divide<T>;
 }
 template <class Impl, size_t... kTypes>
@@ -105,7 +125,8 @@ std::vector<Isa> availableIsas();
 Isa activeIsaId();
 
 /// The reduce kernel of `isa` for (type, op); coilAvg gives the coilSum kernel.
-/// Throws coilInvalidArgument for an invalid type/op and coilInvalidUsage
+/// Throws coilInvalidArgument for an invalid type/op (a bitwise op on a
+/// float type included) and coilInvalidUsage
 /// when `isa` is not available here.
 ReduceFn kernelFor(Isa isa, coilDataType_t type, coilRedOp_t op);
 /// The divide kernel of `isa` for `type`; throws like kernelFor.

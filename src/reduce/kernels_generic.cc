@@ -45,7 +45,10 @@ struct Generic {
       if constexpr (kOp == Op::kSum) return static_cast<C>(static_cast<U>(x + y));
       else if constexpr (kOp == Op::kProd) return static_cast<C>(static_cast<U>(x * y));
       else if constexpr (kOp == Op::kMax) return a > b ? a : b;
-      else return a < b ? a : b;
+      else if constexpr (kOp == Op::kMin) return a < b ? a : b;
+      else if constexpr (kOp == Op::kBand) return static_cast<C>(a & b);
+      else if constexpr (kOp == Op::kBor) return static_cast<C>(a | b);
+      else return static_cast<C>(a ^ b);
     } else {
       // NaN results are canonical; see simd_kernels.h for why.
       if constexpr (kOp == Op::kSum || kOp == Op::kProd) {

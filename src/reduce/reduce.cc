@@ -115,8 +115,8 @@ Isa activeIsaId() {
 ReduceFn kernelFor(Isa isa, coilDataType_t type, coilRedOp_t op) {
   checkType(type, "reduce kernel");
   checkOp(op, "reduce kernel");
-  const int kernelOp = op == coilAvg ? static_cast<int>(Op::kSum) : static_cast<int>(op);
-  return availableTable(isa, "reduce kernel").reduce[type][kernelOp];
+  checkTakesType(op, type, "reduce kernel");
+  return availableTable(isa, "reduce kernel").reduce[type][static_cast<int>(kernelOpOf(op))];
 }
 
 DivideFn dividerFor(Isa isa, coilDataType_t type) {
@@ -133,8 +133,8 @@ void failBadDivisor(int divisor) {
 ReduceFn kernel(coilDataType_t type, coilRedOp_t op) {
   checkType(type, "reduce kernel");
   checkOp(op, "reduce kernel");
-  const int kernelOp = op == coilAvg ? static_cast<int>(Op::kSum) : static_cast<int>(op);
-  return activeTable().reduce[type][kernelOp];
+  checkTakesType(op, type, "reduce kernel");
+  return activeTable().reduce[type][static_cast<int>(kernelOpOf(op))];
 }
 
 DivideFn divider(coilDataType_t type) {
@@ -144,6 +144,19 @@ DivideFn divider(coilDataType_t type) {
 
 bool validType(int type) { return type >= 0 && type < coilNumTypes; }
 bool validOp(int op) { return op >= 0 && op < coilNumOps; }
+bool isBitwise(int op) { return op == coilBand || op == coilBor || op == coilBxor; }
+
+bool takesType(coilRedOp_t op, coilDataType_t type) {
+  const bool isFloat = type == coilFloat16 || type == coilFloat32 || type == coilFloat64 ||
+                       type == coilBfloat16;
+  return !(isBitwise(op) && isFloat);
+}
+
+void checkTakesType(coilRedOp_t op, coilDataType_t type, const char* what) {
+  if (!takesType(op, type))
+    fail(coilInvalidArgument, what ? what : "", what ? ": " : "", "reduction op ", opName(op),
+         " takes integer datatypes only, not ", typeName(type));
+}
 
 size_t typeSize(coilDataType_t type) {
   static constexpr auto kSizes = sizesOf(std::make_index_sequence<coilNumTypes>{});
@@ -159,7 +172,8 @@ const char* typeName(coilDataType_t type) {
 }
 
 const char* opName(coilRedOp_t op) {
-  static constexpr const char* kNames[coilNumOps] = {"sum", "prod", "max", "min", "avg"};
+  static constexpr const char* kNames[coilNumOps] = {"sum", "prod", "max", "min",
+                                                      "avg", "band", "bor", "bxor"};
   return validOp(op) ? kNames[op] : "invalid-op";
 }
 

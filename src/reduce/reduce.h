@@ -8,7 +8,8 @@
 // every rank gets the same bits.
 //
 // Semantics shared by every implementation (bit for bit, tested):
-//   * integer sum/prod wrap (two's complement), max/min compare;
+//   * integer sum/prod wrap (two's complement), max/min compare, band/bor/
+//     bxor are bitwise; the bitwise ops take integer types only;
 //   * float max(a,b) = a > b ? a : b, min likewise (equal inputs, e.g.
 //     +0/-0, give b);
 //   * a float result that is NaN (NaN input to any op, Inf-Inf, 0*Inf) is
@@ -35,8 +36,8 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count)
 using DivideFn = void (*)(void* dst, const void* src, size_t count, int divisor);
 
 /// Kernel for (type, op). coilAvg returns the coilSum kernel. Both arguments
-/// must be valid (see validType/validOp); otherwise throws
-/// coil::Error(coilInvalidArgument).
+/// must be valid and go together (see validType/validOp/takesType);
+/// otherwise throws coil::Error(coilInvalidArgument).
 ReduceFn kernel(coilDataType_t type, coilRedOp_t op);
 /// Division kernel used to finish coilAvg; throws like kernel() for an
 /// invalid type.
@@ -44,13 +45,23 @@ DivideFn divider(coilDataType_t type);
 
 /// True for 0 <= type < coilNumTypes.
 bool validType(int type);
-/// True for 0 <= op < coilNumOps (coilAvg included).
+/// True for 0 <= op < coilNumOps (coilAvg and the bitwise ops included).
 bool validOp(int op);
+/// True for coilBand, coilBor and coilBxor.
+bool isBitwise(int op);
+/// True when the valid `op` is defined on the valid `type`: every op is,
+/// except the bitwise ones on a float type.
+bool takesType(coilRedOp_t op, coilDataType_t type);
+/// Throws coil::Error(coilInvalidArgument) naming both when !takesType(op,
+/// type): "<what>: reduction op bxor takes integer datatypes only, not
+/// float32" (no "<what>: " when what is null).
+void checkTakesType(coilRedOp_t op, coilDataType_t type, const char* what);
 /// Bytes per element; throws coil::Error(coilInvalidArgument) for an invalid type.
 size_t typeSize(coilDataType_t type);
 /// "float32", "bfloat16", ...; "invalid-type" for an invalid value (safe in messages).
 const char* typeName(coilDataType_t type);
-/// "sum", "prod", "max", "min", "avg"; "invalid-op" for an invalid value.
+/// "sum", "prod", "max", "min", "avg", "band", "bor", "bxor"; "invalid-op"
+/// for an invalid value.
 const char* opName(coilRedOp_t op);
 
 /// Which implementation the dispatcher picked: "avx512", "avx2" or "generic",

@@ -24,7 +24,8 @@
 // library templates (only compiler builtins).
 //
 // Semantics (the generic kernels implement the same, scalar):
-//   integers  sum/prod wrap (computed in the unsigned type), max/min compare.
+//   integers  sum/prod wrap (computed in the unsigned type), max/min compare,
+//             band/bor/bxor are bitwise (integers only).
 //   floats    IEEE add/mul in the element precision (fp16/bf16: in fp32,
 //             then one round-to-nearest-even back).
 //   max/min   a > b ? a : b (min: <), so equal inputs (+0/-0) give b.
@@ -137,7 +138,10 @@ struct SimdKernels {
       if constexpr (kOp == Op::kSum) return reinterpret_cast<V>(x + y);
       else if constexpr (kOp == Op::kProd) return reinterpret_cast<V>(x * y);
       else if constexpr (kOp == Op::kMax) return a > b ? a : b;
-      else return a < b ? a : b;
+      else if constexpr (kOp == Op::kMin) return a < b ? a : b;
+      else if constexpr (kOp == Op::kBand) return a & b;
+      else if constexpr (kOp == Op::kBor) return a | b;
+      else return a ^ b;
     } else if constexpr (kOp == Op::kSum) {
       return a + b;
     } else if constexpr (kOp == Op::kProd) {

@@ -52,8 +52,9 @@ const char* reduceOpName(c10d::ReduceOp::RedOpType op) {
                                 const char* opName) {
   TORCH_CHECK(false, "coil backend: ", opName, ": ReduceOp.", reduceOpName(op),
               " is not supported for ", dtypeName(type),
-              " (coil reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM; booleans with "
-              "SUM/BOR/MAX as OR and PRODUCT/BAND/MIN as AND)");
+              " (coil reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM; integers also "
+              "with BAND, BOR and BXOR; booleans with SUM/BOR/MAX as OR, PRODUCT/BAND/MIN as "
+              "AND and BXOR)");
 }
 
 }  // namespace
@@ -108,10 +109,19 @@ Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char
       case c10d::ReduceOp::PRODUCT:
       case c10d::ReduceOp::BAND:
       case c10d::ReduceOp::MIN: r.op = coilMin; return r;
+      case c10d::ReduceOp::BXOR: r.op = coilBxor; return r;  // of bytes that are 0 or 1
       default: unsupportedOp(kind, type, opName);
     }
   }
   switch (kind) {
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      // Integers only, as gloo: coil refuses a float type too, less clearly.
+      if (!at::isIntegralType(type, /*includeBool=*/false)) unsupportedOp(kind, type, opName);
+      r.op = kind == c10d::ReduceOp::BAND ? coilBand
+             : kind == c10d::ReduceOp::BOR ? coilBor : coilBxor;
+      return r;
     case c10d::ReduceOp::SUM: r.op = coilSum; return r;
     case c10d::ReduceOp::PRODUCT: r.op = coilProd; return r;
     case c10d::ReduceOp::MIN: r.op = coilMin; return r;

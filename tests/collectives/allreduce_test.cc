@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "harness/reference.h"
@@ -15,7 +16,21 @@ namespace {
 constexpr coilDataType_t kTypes[] = {coilInt8,    coilUint8,   coilInt32,  coilUint32,
                                      coilInt64,   coilUint64,  coilFloat16, coilFloat32,
                                      coilFloat64, coilBfloat16};
-constexpr coilRedOp_t kOps[] = {coilSum, coilProd, coilMax, coilMin, coilAvg};
+constexpr coilRedOp_t kOps[] = {coilSum, coilProd, coilMax, coilMin,
+                                coilAvg, coilBand, coilBor, coilBxor};
+
+// A bitwise op on a float type: refused on every rank before anything moves,
+// with a message that names both, and the communicator still works after.
+void checkRefused(coilComm_t comm, coilDataType_t t, coilRedOp_t op) {
+  SCOPED_TRACE(::testing::Message() << nameOf(t) << " " << nameOf(op) << " (refused)");
+  std::vector<uint8_t> buf(5 * sizeOf(t), 0);
+  ASSERT_EQ(coilAllReduce(buf.data(), buf.data(), 5, t, op, comm, nullptr), coilInvalidArgument);
+  const std::string why = coilGetLastError(comm);
+  EXPECT_NE(why.find(std::string("reduction op ") + nameOf(op) +
+                     " takes integer datatypes only, not " + nameOf(t)),
+            std::string::npos)
+      << why;
+}
 
 // One all-reduce, out-of-place or in-place, checked bit for bit.
 void checkAllReduce(coilComm_t comm, int rank, int n, coilDataType_t t, coilRedOp_t op,
@@ -63,6 +78,10 @@ TEST_P(AllReduce, EveryTypeOpAndAwkwardCount) {
       for (coilRedOp_t op : kOps)
         for (size_t count : counts)
           for (bool inPlace : {false, true}) {
+            if (!opTakesType(op, t)) {
+              if (count == 0 && !inPlace) checkRefused(comm, t, op);
+              continue;
+            }
             checkAllReduce(comm, rank, n, t, op, count, inPlace);
             if (::testing::Test::HasFatalFailure()) return;
           }

@@ -221,12 +221,38 @@ TEST(EnumRange, OutOfRangeTypesAndOpsAreRejectedByValue) {
     EXPECT_TRUE(lastErrorHas(comm, "invalid datatype")) << coilGetLastError(comm);
     EXPECT_EQ(coilSend(a, 2, t, 0, comm, nullptr), coilInvalidArgument);
   }
-  for (int value : {-1, 5, 77, 1 << 24, INT32_MAX}) {
+  for (int value : {-1, 8, 77, 1 << 24, INT32_MAX}) {
     coilRedOp_t op;
     std::memcpy(&op, &value, sizeof op);
     EXPECT_EQ(coilAllReduce(a, b, 2, coilFloat, op, comm, nullptr), coilInvalidArgument);
     EXPECT_TRUE(lastErrorHas(comm, "invalid reduction op")) << coilGetLastError(comm);
   }
+  ASSERT_EQ(coilCommDestroy(comm), coilSuccess);
+}
+
+// coilBand/coilBor/coilBxor take integer types only: with a float type every
+// reducing call refuses them by name, inside a group too, and an integer
+// call right after works.
+TEST(EnumRange, BitwiseOpsOnFloatTypesAreRefusedByName) {
+  coilComm_t comm = soloComm();
+  double a[2] = {1, 2}, b[2] = {};
+  const char* want = "reduction op bxor takes integer datatypes only, not float64";
+  EXPECT_EQ(coilAllReduce(a, b, 2, coilFloat64, coilBxor, comm, nullptr), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(comm, want)) << coilGetLastError(comm);
+  EXPECT_EQ(coilReduce(a, b, 2, coilFloat64, coilBxor, 0, comm, nullptr), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(comm, want)) << coilGetLastError(comm);
+  EXPECT_EQ(coilReduceScatter(a, b, 2, coilFloat64, coilBxor, comm, nullptr), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(comm, want)) << coilGetLastError(comm);
+  ASSERT_EQ(coilGroupStart(), coilSuccess);
+  EXPECT_EQ(coilAllReduce(a, b, 2, coilFloat16, coilBand, comm, nullptr), coilInvalidArgument);
+  EXPECT_TRUE(lastErrorHas(comm, "reduction op band takes integer datatypes only, not float16"))
+      << coilGetLastError(comm);
+  coilGroupEnd();  // the group's result is not this test's subject
+  int64_t x[2] = {0b1100, 0b1010}, y[2] = {};
+  ASSERT_EQ(coilAllReduce(x, y, 2, coilInt64, coilBxor, comm, nullptr), coilSuccess)
+      << coilGetLastError(comm);
+  EXPECT_EQ(y[0], 0b1100);  // one rank: the input itself
+  EXPECT_EQ(y[1], 0b1010);
   ASSERT_EQ(coilCommDestroy(comm), coilSuccess);
 }
 

@@ -45,9 +45,10 @@ class Collectives : public ::testing::TestWithParam<Setup> {
 TEST_P(Collectives, AllReduceWithForcedAlgorithm) {
   run([](coilComm_t comm, int rank, int n) {
     for (coilDataType_t t : {coilFloat32, coilBfloat16, coilInt64})
-      for (coilRedOp_t op : {coilSum, coilAvg, coilMax})
+      for (coilRedOp_t op : {coilSum, coilAvg, coilMax, coilBxor})
         for (size_t count : kCounts)
           for (bool inPlace : {false, true}) {
+            if (!opTakesType(op, t)) continue;  // a float bxor: the checks' test refuses it
             SCOPED_TRACE(::testing::Message() << nameOf(t) << " " << nameOf(op) << " " << count);
             auto in = makeInput(t, op, rank, n, count);
             auto want = makeExpected(t, op, n, count);
@@ -77,17 +78,18 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 TEST_P(Collectives, ReduceToEveryRoot) {
   run([](coilComm_t comm, int rank, int n) {
     for (int root = 0; root < n; ++root)
-      for (coilRedOp_t op : {coilSum, coilMin, coilAvg})
+      for (coilRedOp_t op : {coilSum, coilMin, coilAvg, coilBor})
         for (size_t count : {size_t{0}, size_t{1}, size_t{1009}}) {
           SCOPED_TRACE(::testing::Message() << "root " << root << " " << nameOf(op));
-          auto in = makeInput(coilFloat32, op, rank, n, count);
-          auto want = makeExpected(coilFloat32, op, n, count);
+          const coilDataType_t t = isBitwiseOp(op) ? coilUint64 : coilFloat32;
+          auto in = makeInput(t, op, rank, n, count);
+          auto want = makeExpected(t, op, n, count);
           std::vector<uint8_t> out(in.size(), 0);
-          expectOk(coilReduce(in.data(), rank == root ? out.data() : nullptr, count, coilFloat32,
-                              op, root, comm, nullptr),
+          expectOk(coilReduce(in.data(), rank == root ? out.data() : nullptr, count, t, op, root,
+                              comm, nullptr),
                    comm);
           if (rank == root) {
-            ASSERT_EQ(firstMismatch(coilFloat32, out.data(), want.data(), count), SIZE_MAX);
+            ASSERT_EQ(firstMismatch(t, out.data(), want.data(), count), SIZE_MAX);
           }
         }
   });
@@ -110,13 +112,16 @@ TEST_P(Collectives, AllGatherAndReduceScatter) {
         for (int b = 0; b < n; ++b)
           for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[b * count + i], tagValue(b, i));
 
-        // Reduce-scatter: rank r gets the sum of block r; element index is global.
-        auto in = makeInput(coilInt32, coilSum, rank, n, count * n);
-        auto want = makeExpected(coilInt32, coilSum, n, count * n);
-        std::vector<uint8_t> out(count * 4 + 1);
-        uint8_t* dst = inPlace ? in.data() + rank * count * 4 : out.data();
-        expectOk(coilReduceScatter(in.data(), dst, count, coilInt32, coilSum, comm, nullptr), comm);
-        ASSERT_EQ(firstMismatch(coilInt32, dst, want.data() + rank * count * 4, count), SIZE_MAX);
+        // Reduce-scatter: rank r gets the reduction of block r; element index is global.
+        for (coilRedOp_t op : {coilSum, coilBand}) {
+          SCOPED_TRACE(nameOf(op));
+          auto in = makeInput(coilInt32, op, rank, n, count * n);
+          auto want = makeExpected(coilInt32, op, n, count * n);
+          std::vector<uint8_t> out(count * 4 + 1);
+          uint8_t* dst = inPlace ? in.data() + rank * count * 4 : out.data();
+          expectOk(coilReduceScatter(in.data(), dst, count, coilInt32, op, comm, nullptr), comm);
+          ASSERT_EQ(firstMismatch(coilInt32, dst, want.data() + rank * count * 4, count), SIZE_MAX);
+        }
       }
   });
 }

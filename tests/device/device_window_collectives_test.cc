@@ -93,6 +93,8 @@ const std::vector<CollectiveCase>& allReduceCases() {
       {K::AllReduce, coilUint8, coilMin, 4099, 0, false},
       {K::AllReduce, coilFloat64, coilAvg, 2049, 0, true},
       {K::AllReduce, coilFloat16, coilSum, 5, 0, true},
+      {K::AllReduce, coilInt64, coilBxor, 1031, 0, false},
+      {K::AllReduce, coilUint8, coilBand, 977, 0, true},
   };
   return all;
 }

@@ -48,7 +48,8 @@ const std::vector<Case>& cases() {
       {coilInt32, coilSum, 131, false},   {coilInt32, coilSum, 3001, true},
       {coilFloat32, coilAvg, 1000, false}, {coilBfloat16, coilMax, 2999, false},
       {coilInt64, coilProd, 53, false},   {coilUint8, coilMin, 4099, true},
-      {coilFloat64, coilSum, 2049, false},
+      {coilFloat64, coilSum, 2049, false}, {coilUint64, coilBxor, 1031, false},
+      {coilInt8, coilBand, 977, true},
   };
   return all;
 }

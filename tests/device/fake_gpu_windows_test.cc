@@ -45,7 +45,8 @@ const std::vector<Case>& cases() {
       {coilInt32, coilSum, 131, false, 256},    {coilFloat32, coilAvg, 3001, false, 1024},
       {coilBfloat16, coilMax, 2999, true, 2},   {coilInt64, coilProd, 53, false, 8},
       {coilUint8, coilMin, 4099, true, 3},      {coilFloat64, coilSum, 8191, false, 0},
-      {coilFloat16, coilSum, 7, false, 30000},
+      {coilFloat16, coilSum, 7, false, 30000},  {coilInt32, coilBor, 1031, false, 4},
+      {coilUint64, coilBxor, 977, true, 0},
   };
   return all;
 }

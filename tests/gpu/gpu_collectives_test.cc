@@ -184,9 +184,10 @@ int32_t at(const std::vector<uint8_t>& v, size_t i) {
 void allReduceBody(coilComm_t comm, int rank, int n) {
   Stream stream;
   for (coilDataType_t t : {coilFloat32, coilFloat16, coilBfloat16, coilFloat64, coilInt64, coilUint8})
-    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg})
+    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg, coilBand, coilBor, coilBxor})
       for (size_t count : kCounts)
         for (bool inPlace : {false, true}) {
+          if (!opTakesType(op, t)) continue;  // bitwise ops take integer types only
           SCOPED_TRACE(::testing::Message() << nameOf(t) << " " << nameOf(op) << " count " << count
                                             << (inPlace ? " in place" : ""));
           const auto in = makeInput(t, op, rank, n, count);
@@ -217,9 +218,10 @@ void windowCollectivesBody(coilComm_t comm, int rank, int n) {
   expectOk(coilCommWindowRegister(comm, outBase, kWindowBytes, &out, COIL_WIN_DEFAULT), comm);
   Stream stream;
   for (coilDataType_t t : {coilFloat32, coilFloat16, coilBfloat16, coilFloat64, coilInt64, coilUint8})
-    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg})
+    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg, coilBand, coilBor, coilBxor})
       for (size_t count : kCounts)
         for (bool inPlace : {false, true}) {
+          if (!opTakesType(op, t)) continue;  // bitwise ops take integer types only
           SCOPED_TRACE(::testing::Message() << "window " << nameOf(t) << " " << nameOf(op)
                                             << " count " << count << (inPlace ? " in place" : ""));
           const auto input = makeInput(t, op, rank, n, count);

@@ -22,9 +22,21 @@ const char* nameOf(coilDataType_t t) {
 }
 
 const char* nameOf(coilRedOp_t op) {
-  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
+  static const char* names[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
   return names[op];
 }
+
+bool isBitwiseOp(coilRedOp_t op) { return op == coilBand || op == coilBor || op == coilBxor; }
+
+bool isIntegerType(coilDataType_t t) {
+  switch (t) {
+    case coilInt8: case coilUint8: case coilInt32: case coilUint32: case coilInt64:
+    case coilUint64: return true;
+    default: return false;
+  }
+}
+
+bool opTakesType(coilRedOp_t op, coilDataType_t t) { return !isBitwiseOp(op) || isIntegerType(t); }
 
 namespace {
 
@@ -102,6 +114,12 @@ int64_t inputValue(coilRedOp_t op, int r, int n, size_t i) {
       size_t k = (i + static_cast<size_t>(r) * 3) % 7;
       return k == 0 ? 2 : (k == 4 ? -1 : 1);
     }
+    // The bitwise ops: 7-bit values (every integer type holds them), each
+    // rank's different. band: all ones but a bit or none cleared; bor: one
+    // bit or none set; bxor: any 7 bits.
+    case coilBand: return 0x7F & ~(int64_t{1} << ((i + static_cast<size_t>(r) * 3) % 9));
+    case coilBor: return 0x7F & (int64_t{1} << ((i * 5 + static_cast<size_t>(r) * 3) % 9));
+    case coilBxor: return static_cast<int64_t>((i * 13 + static_cast<size_t>(r) * 29 + 5) % 128);
     default: throw std::invalid_argument("bad op");
   }
 }
@@ -115,6 +133,9 @@ int64_t expectedValue(coilDataType_t t, coilRedOp_t op, int n, size_t i) {
       case coilProd: acc *= x; break;
       case coilMax: acc = x > acc ? x : acc; break;
       case coilMin: acc = x < acc ? x : acc; break;
+      case coilBand: acc &= x; break;
+      case coilBor: acc |= x; break;
+      case coilBxor: acc ^= x; break;
       default: break;
     }
   }

@@ -17,6 +17,12 @@ namespace coil::test {
 size_t sizeOf(coilDataType_t type);
 const char* nameOf(coilDataType_t type);
 const char* nameOf(coilRedOp_t op);
+/// coilBand, coilBor, coilBxor.
+bool isBitwiseOp(coilRedOp_t op);
+/// The six integer types (not the four float ones).
+bool isIntegerType(coilDataType_t type);
+/// False for a bitwise op on a float type, which coil must refuse.
+bool opTakesType(coilRedOp_t op, coilDataType_t type);
 
 /// Stores the integer v (exactly representable) as element i of a typed buffer.
 void storeInt(coilDataType_t type, void* buf, size_t i, int64_t v);

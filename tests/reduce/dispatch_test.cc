@@ -58,15 +58,43 @@ TEST(Dispatch, NamesAndSizes) {
   EXPECT_STREQ(opName(coilMax), "max");
   EXPECT_STREQ(opName(coilMin), "min");
   EXPECT_STREQ(opName(coilAvg), "avg");
+  EXPECT_STREQ(opName(coilBand), "band");
+  EXPECT_STREQ(opName(coilBor), "bor");
+  EXPECT_STREQ(opName(coilBxor), "bxor");
+}
+
+TEST(Dispatch, BitwiseOpsTakeIntegerTypesOnly) {
+  for (coilDataType_t type : kAllTypes)
+    for (coilRedOp_t op : {coilBand, coilBor, coilBxor}) {
+      const bool integer = type != coilFloat16 && type != coilFloat32 && type != coilFloat64 &&
+                           type != coilBfloat16;
+      EXPECT_EQ(takesType(op, type), integer) << typeName(type) << " " << opName(op);
+      if (integer) continue;
+      try {
+        kernel(type, op);
+        ADD_FAILURE() << "kernel(" << typeName(type) << ", " << opName(op) << ") was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), coilInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find(std::string("reduction op ") + opName(op) +
+                                             " takes integer datatypes only, not " + typeName(type)),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  for (coilDataType_t type : kAllTypes)
+    for (coilRedOp_t op : {coilSum, coilProd, coilMax, coilMin, coilAvg})
+      EXPECT_TRUE(takesType(op, type)) << typeName(type) << " " << opName(op);
 }
 
 TEST(Dispatch, EveryTableIsCompleteAndDistinct) {
   for (Isa isa : availableIsas()) {
     std::set<void*> seen;
     for (coilDataType_t type : kAllTypes) {
-      for (int op = 0; op < kNumKernelOps; ++op) {
-        ReduceFn fn = kernelFor(isa, type, static_cast<coilRedOp_t>(op));
-        ASSERT_NE(fn, nullptr) << isaName(isa) << " " << typeName(type) << " " << op;
+      for (Op kernelOp : testing::kAllOps) {
+        if (!testing::hasKernel(type, kernelOp)) continue;
+        const coilRedOp_t op = testing::redOpOf(kernelOp);
+        ReduceFn fn = kernelFor(isa, type, op);
+        ASSERT_NE(fn, nullptr) << isaName(isa) << " " << typeName(type) << " " << opName(op);
         EXPECT_TRUE(seen.insert(reinterpret_cast<void*>(fn)).second) << "shared entry " << typeName(type);
       }
       EXPECT_EQ(kernelFor(isa, type, coilAvg), kernelFor(isa, type, coilSum)) << "avg reduces with sum";

@@ -118,6 +118,7 @@ TEST_P(ReduceKernelTest, EveryIsaOpCountAndLayoutMatchesReference) {
     c.bBytes = packBytes(c.b, size);
     c.expected.resize(count);
     for (Op op : kAllOps) {
+      if (!testing::hasKernel(type, op)) continue;
       c.op = op;
       for (size_t i = 0; i < count; ++i) c.expected[i] = ref::reduceOne(type, op, c.a[i], c.b[i]);
       c.expectedBytes = packBytes(c.expected, size);
@@ -174,6 +175,7 @@ TEST_P(ReduceKernelTest, AllIsasAreBitIdenticalToGeneric) {
   for (Isa isa : availableIsas()) {
     if (isa == Isa::kGeneric) continue;
     for (Op op : kAllOps) {
+      if (!testing::hasKernel(type, op)) continue;
       const auto generic = runBytes(Isa::kGeneric, type, op, a, b), simd = runBytes(isa, type, op, a, b);
       const size_t i = firstDifference(generic, simd, size);
       if (i != std::string::npos)

@@ -166,6 +166,9 @@ inline uint64_t reduceOne(coilDataType_t t, Op op, uint64_t a, uint64_t b) {
         return truncate(s ? (static_cast<int64_t>(x) > static_cast<int64_t>(y) ? x : y) : (x > y ? x : y), size);
       case Op::kMin:
         return truncate(s ? (static_cast<int64_t>(x) < static_cast<int64_t>(y) ? x : y) : (x < y ? x : y), size);
+      case Op::kBand: return truncate(a & b, size);
+      case Op::kBor: return truncate(a | b, size);
+      case Op::kBxor: return truncate(a ^ b, size);
     }
   }
   const double x = floatValue(k, a), y = floatValue(k, b);

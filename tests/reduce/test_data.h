@@ -14,9 +14,27 @@ namespace coil::reduce::testing {
 constexpr coilDataType_t kAllTypes[] = {coilInt8,    coilUint8,   coilInt32,   coilUint32,
                                         coilInt64,   coilUint64,  coilFloat16, coilFloat32,
                                         coilFloat64, coilBfloat16};
-constexpr Op kAllOps[] = {Op::kSum, Op::kProd, Op::kMax, Op::kMin};
+constexpr Op kAllOps[] = {Op::kSum, Op::kProd, Op::kMax, Op::kMin, Op::kBand, Op::kBor, Op::kBxor};
 
-inline coilRedOp_t redOpOf(Op op) { return static_cast<coilRedOp_t>(op); }
+inline coilRedOp_t redOpOf(Op op) {
+  switch (op) {
+    case Op::kSum: return coilSum;
+    case Op::kProd: return coilProd;
+    case Op::kMax: return coilMax;
+    case Op::kMin: return coilMin;
+    case Op::kBand: return coilBand;
+    case Op::kBor: return coilBor;
+    case Op::kBxor: return coilBxor;
+  }
+  return coilSum;
+}
+
+/// False for a bitwise op on a float type (which has no kernel).
+inline bool hasKernel(coilDataType_t t, Op op) {
+  const bool bitwise = op == Op::kBand || op == Op::kBor || op == Op::kBxor;
+  const ref::Kind k = ref::kindOf(t);
+  return !bitwise || k == ref::Kind::kSigned || k == ref::Kind::kUnsigned;
+}
 
 /// splitmix64: small, deterministic, good enough to spread bits.
 struct Rng {

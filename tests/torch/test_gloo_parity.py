@@ -13,7 +13,8 @@ here, from what every rank contributed). Covered (issue #13):
     checks recognise (" Timed out ", DistBackendError), after the timeout;
   - monitored_barrier (coil_torch.monitored_barrier and the process group's
     own method): passes when all arrive, and names the ranks that did not;
-  - split_group: a child's ranks in its list's order, its collectives.
+  - split_group: a child's ranks in its list's order, its collectives;
+  - BAND, BOR and BXOR on integers and bool (all_reduce, reduce_scatter_tensor).
 
 COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
 """
@@ -131,6 +132,34 @@ def worker(rank, world, port):
         return run
     case("all_gather_coalesced float32", gather_coalesced(torch.float32))
     case("all_gather_coalesced int64", gather_coalesced(torch.int64))
+
+    # ---- bitwise reductions (BAND, BOR, BXOR) on integers and bool ----------------
+    def bits_of(r, dtype):
+        g = torch.Generator().manual_seed(31 * r + 5)
+        if dtype == torch.bool:
+            return torch.randint(0, 2, (37,), generator=g).to(torch.bool)
+        return torch.randint(-2**31, 2**31, (37,), generator=g).to(dtype)
+
+    def bitwise(op, dtype):
+        fn = {dist.ReduceOp.BAND: torch.bitwise_and, dist.ReduceOp.BOR: torch.bitwise_or,
+              dist.ReduceOp.BXOR: torch.bitwise_xor}[op]
+
+        def run(name, group):
+            want = bits_of(0, dtype)
+            for r in range(1, world):
+                want = fn(want, bits_of(r, dtype))
+            got = bits_of(rank, dtype)
+            dist.all_reduce(got, op=op, group=group)
+            expect_equal(f"{name} all_reduce", got, want)
+            # reduce_scatter_tensor: rank r gets block r of the same reduction.
+            blocks = torch.cat([bits_of(rank, dtype)] * world)
+            out = torch.empty(37, dtype=dtype)
+            dist.reduce_scatter_tensor(out, blocks, op=op, group=group)
+            expect_equal(f"{name} reduce_scatter_tensor", out, want)
+        return run
+    for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
+        for dtype in (torch.int32, torch.int64, torch.uint8, torch.bool):
+            case(f"{op} {dtype}", bitwise(op, dtype))
 
     # ---- sparse all_reduce (sum) --------------------------------------------------
     def sparse_input(r, hybrid):

@@ -133,7 +133,36 @@ def worker(rank, world, port):
                     expect_equal(f"all_reduce {dtype} PREMUL_SUM({scale})", got, want)
             case(f"all_reduce {dtype} PREMUL_SUM", run_premul)
 
-    # bool: SUM/BOR/MAX are OR, PRODUCT/BAND/MIN are AND.
+        # Bitwise ops on integers (gloo has them): values over the whole
+        # width, against the ranks' inputs reduced here (make() is
+        # deterministic per rank).
+        if not dtype.is_floating_point:
+            info = torch.iinfo(dtype)
+            lo, hi = max(info.min, -2**62), min(info.max, 2**62) + 1
+            bitwise = {R.BAND: torch.bitwise_and, R.BOR: torch.bitwise_or,
+                       R.BXOR: torch.bitwise_xor}
+            for op, fn in bitwise.items():
+                def run_bits(dtype=dtype, op=op, fn=fn, seed=seed, lo=lo, hi=hi):
+                    inputs = [make(torch, dtype, (1031,), r, seed + 70, lo, hi)
+                              for r in range(world)]
+                    want = inputs[0]
+                    for x in inputs[1:]:
+                        want = fn(want.to(torch.int64), x.to(torch.int64)).to(dtype)
+                    got = inputs[rank].clone()
+                    dist.all_reduce(got, op=op)
+                    expect_equal(f"all_reduce {dtype} {op}", got, want)
+                case(f"all_reduce {dtype} {op}", run_bits)
+
+    # bool: SUM/BOR/MAX are OR, PRODUCT/BAND/MIN are AND, BXOR is XOR (gloo's).
+    def run_bool_xor():
+        inputs = [make(torch, torch.bool, (301,), r, 78, 0, 2) for r in range(world)]
+        want = inputs[0]
+        for x in inputs[1:]:
+            want = want ^ x
+        got = inputs[rank].clone()
+        dist.all_reduce(got, op=R.BXOR)
+        expect_equal("all_reduce bool BXOR", got, want)
+    case("all_reduce bool BXOR", run_bool_xor)
     for op, like in ((R.SUM, R.MAX), (R.BOR, R.MAX), (R.MAX, R.MAX),
                      (R.PRODUCT, R.MIN), (R.BAND, R.MIN), (R.MIN, R.MIN)):
         def run_bool(op=op, like=like):
@@ -378,8 +407,9 @@ def worker(rank, world, port):
     # ---- errors are RuntimeErrors raised at the call, on every rank -------------
     expect_error("int16 all_reduce", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int16)),
                  "coil backend", "torch.int16")
-    expect_error("BXOR", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.int32),
-                                                 op=R.BXOR), "coil backend", "BXOR")
+    expect_error("float BXOR", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.float32),
+                                                       op=R.BXOR),
+                 "coil backend", "BXOR", "torch.float32")
     expect_error("bool AVG", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool),
                                                      op=R.AVG), "AVG", "torch.bool")
     # What coil does not offer (README "Supported operations") says so by name.
