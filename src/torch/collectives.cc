@@ -7,6 +7,7 @@
 // movement uses movedElements(), which moves any dtype.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "sparse_allreduce.h"
 #include "tensor_args.h"
 #include "torch_names.h"
+#include "uneven_reduce_scatter.h"
 
 namespace coil_torch {
 namespace {
@@ -304,14 +306,23 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter(
   const at::Tensor& out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
               "coil backend: reduce_scatter needs one input list of ", size_, " tensors");
-  checkSameKind(inputs[0], out.scalar_type(), out.numel(), "reduce_scatter", "input");
+  // As gloo, the blocks may differ in size: block r is rank r's output, and
+  // every rank passes the same sizes.
+  checkSameKind(inputs[0], out.scalar_type(), -1, "reduce_scatter", "input");
+  TORCH_CHECK(inputs[0][rank_].numel() == out.numel(), "coil backend: reduce_scatter: input[",
+              rank_, "] has ", inputs[0][rank_].numel(), " elements, but this rank's output has ",
+              out.numel());
   Reduction red = reductionFor(out.scalar_type(), opts.reduceOp, "reduce_scatter");
   std::vector<at::Tensor> ins = inputs[0];
+  const bool even = std::all_of(ins.begin(), ins.end(),
+                                [&](const at::Tensor& t) { return t.numel() == out.numel(); });
+  const int rank = rank_;
   CommRef c = commRef();
-  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [out, ins, red, c] {
+  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [out, ins, red, even, rank, c] {
+    ScopedReduceOp op(red, out.scalar_type(), c.get());
+    if (!even) return reduceScatterUneven(out, ins, rank, red.type, op.get(), c.get());
     at::Tensor flat = flattenInto(ins);
     Staged s(out);
-    ScopedReduceOp op(red, out.scalar_type(), c.get());
     check(coilReduceScatter(flat.data_ptr(), s.data(), out.numel(), red.type, op.get(), c.get(),
                             opStream()),
           "coilReduceScatter");

@@ -14,7 +14,9 @@ here, from what every rank contributed). Covered (issue #13):
   - monitored_barrier (coil_torch.monitored_barrier and the process group's
     own method): passes when all arrive, and names the ranks that did not;
   - split_group: a child's ranks in its list's order, its collectives;
-  - BAND, BOR and BXOR on integers and bool (all_reduce, reduce_scatter_tensor).
+  - BAND, BOR and BXOR on integers and bool (all_reduce, reduce_scatter_tensor);
+  - reduce_scatter with blocks of different sizes (one of them empty, or one
+    much larger than the others).
 
 COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
 """
@@ -160,6 +162,32 @@ def worker(rank, world, port):
     for op in (dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR):
         for dtype in (torch.int32, torch.int64, torch.uint8, torch.bool):
             case(f"{op} {dtype}", bitwise(op, dtype))
+
+    # ---- reduce_scatter with blocks of different sizes ----------------------------
+    # Block r goes to rank r. Near-equal sizes take coil's padded
+    # reduce-scatter, one large block (3+ ranks) its all-reduce; an empty block too.
+    def block_of(src, dst, numel, dtype):
+        g = torch.Generator().manual_seed(1000 * src + dst)
+        return torch.randint(-50, 50, (numel,), generator=g).to(dtype)
+
+    def uneven(sizes, op, dtype):
+        fn = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.MAX: torch.maximum,
+              dist.ReduceOp.BXOR: torch.bitwise_xor}[op]
+
+        def run(name, group):
+            want = block_of(0, rank, sizes[rank], dtype)
+            for src in range(1, world):
+                want = fn(want, block_of(src, rank, sizes[rank], dtype))
+            out = torch.full((sizes[rank],), 7, dtype=dtype)
+            ins = [block_of(rank, dst, sizes[dst], dtype) for dst in range(world)]
+            dist.reduce_scatter(out, ins, op=op, group=group)
+            expect_equal(name, out, want)
+        return run
+    for sizes in ([5 + r for r in range(world)], [1000] + [1] * (world - 1),
+                  [0] + [3] * (world - 1)):
+        for op, dtype in ((dist.ReduceOp.SUM, torch.float32), (dist.ReduceOp.MAX, torch.int64),
+                          (dist.ReduceOp.BXOR, torch.int32)):
+            case(f"reduce_scatter sizes {sizes} {op} {dtype}", uneven(sizes, op, dtype))
 
     # ---- sparse all_reduce (sum) --------------------------------------------------
     def sparse_input(r, hybrid):

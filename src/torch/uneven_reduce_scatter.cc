@@ -1,0 +1,50 @@
+#include "uneven_reduce_scatter.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "coil_calls.h"
+#include "cuda_op.h"
+
+namespace coil_torch {
+
+bool paddedReduceScatterIsCheaper(const std::vector<int64_t>& blockNumels) {
+  const int64_t n = static_cast<int64_t>(blockNumels.size());
+  const int64_t largest = *std::max_element(blockNumels.begin(), blockNumels.end());
+  const int64_t total = std::accumulate(blockNumels.begin(), blockNumels.end(), int64_t{0});
+  return n * largest <= 2 * total;
+}
+
+void reduceScatterUneven(const at::Tensor& out, const std::vector<at::Tensor>& blocks, int rank,
+                         coilDataType_t type, coilRedOp_t op, coilComm_t comm) {
+  std::vector<int64_t> numels;
+  for (const at::Tensor& b : blocks) numels.push_back(b.numel());
+  const at::Tensor mine = [&] {
+    if (paddedReduceScatterIsCheaper(numels)) {
+      const int64_t largest = *std::max_element(numels.begin(), numels.end());
+      // The padding's values never reach an output: each element is reduced
+      // on its own.
+      at::Tensor padded = at::zeros({static_cast<int64_t>(blocks.size()) * largest}, out.options());
+      for (size_t i = 0; i < blocks.size(); ++i)
+        padded.narrow(0, static_cast<int64_t>(i) * largest, numels[i]).copy_(blocks[i].reshape({-1}));
+      at::Tensor result = at::empty({largest}, out.options());
+      check(coilReduceScatter(padded.data_ptr(), result.data_ptr(), static_cast<size_t>(largest),
+                              type, op, comm, opStream()),
+            "coilReduceScatter");
+      return result.narrow(0, 0, numels[rank]);
+    }
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& b : blocks) flat.push_back(b.reshape({-1}));
+    at::Tensor all = at::cat(flat);
+    check(coilAllReduce(all.data_ptr(), all.data_ptr(), static_cast<size_t>(all.numel()), type, op,
+                        comm, opStream()),
+          "coilAllReduce");
+    const int64_t offset = std::accumulate(numels.begin(), numels.begin() + rank, int64_t{0});
+    return all.narrow(0, offset, numels[rank]);
+  }();
+  out.copy_(mine.view(out.sizes()));
+}
+
+}  // namespace coil_torch
