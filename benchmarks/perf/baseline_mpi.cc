@@ -52,6 +52,9 @@ MPI_Op mpiOp(coilRedOp_t op) {
     case coilSum: return MPI_SUM;
     case coilProd: return MPI_PROD;
     case coilMax: return MPI_MAX;
+    case coilBand: return MPI_BAND;
+    case coilBor: return MPI_BOR;
+    case coilBxor: return MPI_BXOR;
     case coilMin: return MPI_MIN;
     default: return MPI_OP_NULL;  // avg: MPI has no such operator
   }

@@ -17,8 +17,20 @@ uint64_t mixBits(uint64_t x) {  // splitmix64's finaliser: cheap, well spread
 bool isUnsigned(Encoding e) { return e == Encoding::UnsignedInt; }
 bool isFloating(Encoding e) { return e != Encoding::SignedInt && e != Encoding::UnsignedInt; }
 
-int64_t inputValue(Encoding enc, coilRedOp_t op, int rank, int nranks, size_t index) {
+int64_t inputValue(const TypeInfo& t, coilRedOp_t op, int rank, int nranks, size_t index) {
+  const Encoding enc = t.encoding;
   const uint64_t h = mixBits((static_cast<uint64_t>(index) << 12) ^ static_cast<uint64_t>(rank));
+  // Bitwise ops (integer types only): every bit of the element in play but
+  // the top one, so no result equals a poison value (all ones, or the top
+  // bit alone). band gets mostly ones and bor mostly zeros, so that many
+  // ranks' results are neither all zeros nor all ones.
+  if (op == coilBand || op == coilBor || op == coilBxor) {
+    const uint64_t belowTop = (uint64_t{1} << (t.size * 8 - 1)) - 1;
+    const uint64_t bits = op == coilBand  ? h | mixBits(h)
+                          : op == coilBor ? h & mixBits(h) & mixBits(h + 1)
+                                          : h;
+    return static_cast<int64_t>(bits & belowTop);
+  }
   if (op == coilProd) {
     int64_t v = (rank < 6 && (h & 1)) ? 2 : 1;
     return (!isUnsigned(enc) && (h & 2)) ? -v : v;
@@ -79,13 +91,16 @@ uint64_t encodeInput(int64_t v, const TypeInfo& t) {
 }
 
 uint64_t expectedBits(const TypeInfo& t, coilRedOp_t op, int nranks, size_t index) {
-  int64_t acc = inputValue(t.encoding, op, 0, nranks, index);
+  int64_t acc = inputValue(t, op, 0, nranks, index);
   for (int r = 1; r < nranks; ++r) {
-    const int64_t v = inputValue(t.encoding, op, r, nranks, index);
+    const int64_t v = inputValue(t, op, r, nranks, index);
     switch (op) {
       case coilProd: acc *= v; break;
       case coilMax: acc = std::max(acc, v); break;
       case coilMin: acc = std::min(acc, v); break;
+      case coilBand: acc &= v; break;
+      case coilBor: acc |= v; break;
+      case coilBxor: acc ^= v; break;
       default: acc += v; break;  // sum, avg
     }
   }
@@ -139,7 +154,7 @@ uint16_t floatToBf16Bits(float value) {
 void fillInput(void* buf, size_t count, const TypeInfo& type, coilRedOp_t op, int rank,
                int nranks, size_t offset) {
   for (size_t i = 0; i < count; ++i) {
-    storeBits(buf, i, encodeInput(inputValue(type.encoding, op, rank, nranks, offset + i), type),
+    storeBits(buf, i, encodeInput(inputValue(type, op, rank, nranks, offset + i), type),
               type.size);
   }
 }

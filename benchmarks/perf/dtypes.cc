@@ -24,9 +24,16 @@ const std::vector<TypeInfo>& allTypes() {
 
 const std::vector<OpInfo>& allOps() {
   static const std::vector<OpInfo> kOps = {
-      {"sum", coilSum}, {"prod", coilProd}, {"max", coilMax}, {"min", coilMin}, {"avg", coilAvg},
+      {"sum", coilSum}, {"prod", coilProd}, {"max", coilMax},  {"min", coilMin},
+      {"avg", coilAvg}, {"band", coilBand}, {"bor", coilBor},  {"bxor", coilBxor},
   };
   return kOps;
+}
+
+bool opTakesType(const OpInfo& op, const TypeInfo& type) {
+  const bool bitwise = op.op == coilBand || op.op == coilBor || op.op == coilBxor;
+  const bool integer = type.encoding == Encoding::SignedInt || type.encoding == Encoding::UnsignedInt;
+  return !bitwise || integer;
 }
 
 namespace {
@@ -67,7 +74,8 @@ OpInfo parseOneOp(const std::string& name) {
   for (const OpInfo& o : allOps()) {
     if (name == o.name) return o;
   }
-  throw UsageError("-o: unknown operator '" + name + "' (one of sum, prod, max, min, avg, all)");
+  throw UsageError("-o: unknown operator '" + name +
+                   "' (one of sum, prod, max, min, avg, band, bor, bxor, all)");
 }
 
 }  // namespace

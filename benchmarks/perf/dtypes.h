@@ -27,8 +27,13 @@ struct OpInfo {
 
 /// Every type, in the order `-d all` runs them.
 const std::vector<TypeInfo>& allTypes();
-/// Every operator, in the order `-o all` runs them.
+/// Every operator, in the order `-o all` runs them: NCCL's five, then the
+/// bitwise band, bor and bxor.
 const std::vector<OpInfo>& allOps();
+
+/// False for a bitwise operator on a float type: coil refuses the pair, and
+/// a sweep skips it.
+bool opTakesType(const OpInfo& op, const TypeInfo& type);
 
 /// The types named by `names`: "all", or a comma list ("float,half,bf16").
 /// Throws UsageError listing the accepted names if unknown.

@@ -115,7 +115,10 @@ void apply(Options& o, Key key, const std::string& v) {
     // Ranks of a process always initialise in parallel (one thread each).
     case Key::ParallelInit: intIn(v, "-p", 0, 1); break;
     case Key::Check: o.checkIters = intIn(v, "-c", 0, 1 << 20); break;
-    case Key::Op: o.ops = parseOps(v); break;
+    case Key::Op:
+      o.ops = parseOps(v);
+      o.allOpsAsked = v == "all";
+      break;
     case Key::Datatype: o.types = parseTypes(v); break;
     case Key::Root:
       o.allRoots = v == "all";
@@ -216,6 +219,18 @@ Options parseOptions(int argc, char** argv) {
   if (o.types.empty()) o.types = parseTypes("float");
   if (o.ops.empty()) o.ops = parseOps("sum");
   if (o.collectives.empty()) o.collectives = parseCollectives("allreduce");
+  if (!o.allOpsAsked) {
+    // An operator named on its own must run on some type of -d (a sweep
+    // skips the pairs coil refuses, such as bxor on float).
+    for (const OpInfo& op : o.ops) {
+      bool runs = false;
+      for (const TypeInfo& type : o.types) runs = runs || opTakesType(op, type);
+      if (!runs)
+        throw UsageError(std::string("-o ") + op.name +
+                         " takes integer types only, and -d names none (int8 uint8 int32 uint32 "
+                         "int64 uint64, or all)");
+    }
+  }
   if (o.predict && o.modelPath.empty() && o.calibratePath.empty()) {
     throw UsageError("--predict needs the model's parameters: --model FILE, or --calibrate FILE");
   }
@@ -266,8 +281,10 @@ void printUsage(std::FILE* out, const char* program) {
       "  -c, --check N            checked calls per row, bit-exact; 0 = no check (default 1)\n"
       "  -d, --datatype T         float half bfloat16 double int8 uint8 int32 uint32\n"
       "                           int64 uint64, or all (default float)\n"
-      "  -o, --op OP              sum prod max min avg, or all (default sum); only for\n"
-      "                           allreduce, reduce and reducescatter (others print none)\n"
+      "  -o, --op OP              sum prod max min avg band bor bxor, or all (default\n"
+      "                           sum); only for allreduce, reduce and reducescatter\n"
+      "                           (others print none); band, bor, bxor: integer types\n"
+      "                           only (the sweep skips them for float types)\n"
       "  -r, --root R|all         root of broadcast, reduce, gather, scatter (default 0);\n"
       "                           all: every rank in turn\n"
       "  -a, --average 0|1|2|3    the time a row reports: rank 0's, the mean, the min or\n"

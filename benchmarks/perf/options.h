@@ -42,6 +42,7 @@ struct Options {
   bool windowBuffers = false;           ///< -R 2: coilCommWindowRegister the (device) buffers
   std::vector<TypeInfo> types;          ///< -d (default float)
   std::vector<OpInfo> ops;              ///< -o (default sum)
+  bool allOpsAsked = false;             ///< -o all: skip the pairs a type does not take
   int nprocs = 0;                       ///< -P: processes to fork; 0 = not given
   std::string transport;                ///< --transport; empty = leave COIL_TRANSPORT as is
   std::string jsonPath;                 ///< --json

@@ -155,5 +155,18 @@ TEST(Help, ListsEveryFlag) {
   }
 }
 
+// band, bor and bxor take integer types only: named alone for float types
+// they are a usage error that names the way out; -o all skips them there.
+TEST(NcclTestsFlags, BitwiseOpsNeedAnIntegerType) {
+  EXPECT_NE(usageErrorOf({"-d", "float", "-o", "bxor"}).find("-o bxor takes integer types only"),
+            std::string::npos);
+  EXPECT_NE(usageErrorOf({"-o", "band"}).find("-o band"), std::string::npos);  // -d float default
+  EXPECT_EQ(usageErrorOf({"-d", "float,int32", "-o", "sum,bor"}), "(accepted)");
+  EXPECT_EQ(usageErrorOf({"-d", "all", "-o", "bxor"}), "(accepted)");
+  const Options all = parse({"-d", "float", "-o", "all"});
+  EXPECT_TRUE(all.allOpsAsked);
+  EXPECT_EQ(all.ops.size(), 8u);
+}
+
 }  // namespace
 }  // namespace coil_perf

@@ -54,6 +54,17 @@ inline void encode(double v, unsigned char* p, const TypeInfo& t) {
 template <typename InputAt>
 inline void reduceElement(InputAt inputAt, int n, const TypeInfo& t, coilRedOp_t op,
                           unsigned char* out) {
+  if (op == coilBand || op == coilBor || op == coilBxor) {  // on the raw bytes
+    for (size_t b = 0; b < t.size; ++b) {
+      unsigned acc = inputAt(0)[b];
+      for (int r = 1; r < n; ++r) {
+        const unsigned v = inputAt(r)[b];
+        acc = op == coilBand ? (acc & v) : op == coilBor ? (acc | v) : (acc ^ v);
+      }
+      out[b] = static_cast<unsigned char>(acc);
+    }
+    return;
+  }
   double acc = decode(inputAt(0), t);
   for (int r = 1; r < n; ++r) {
     const double v = decode(inputAt(r), t);

@@ -116,6 +116,7 @@ std::vector<Sweep::Planned> Sweep::plan(const CollectiveInfo& coll) const {
   std::vector<Planned> out;
   for (const TypeInfo& type : opts_.types) {
     for (const OpInfo& op : ops) {
+      if (coll.reduces && !opTakesType(op, type)) continue;  // bxor on float: coil refuses it
       for (int root : roots(coll)) {
         size_t previousCount = SIZE_MAX;
         for (size_t bytes : sizes) {
@@ -189,8 +190,17 @@ void Sweep::warmUp(const CollectiveInfo& coll, int root, size_t bytes) {
   // As nccl-tests does: a few calls at the largest size before the first
   // row, so first-use costs (page faults on fresh buffers, lazily built
   // connections, cold caches and branch predictors) do not land in it.
-  const TypeInfo& type = opts_.types.front();
-  const OpInfo& op = coll.reduces ? opts_.ops.front() : kNoOp;
+  // The first (type, op) pair that coil takes (options.cc made sure of one).
+  const TypeInfo* typeFound = &opts_.types.front();
+  const OpInfo* opFound = coll.reduces ? &opts_.ops.front() : &kNoOp;
+  for (const TypeInfo& t : opts_.types)
+    for (const OpInfo& o : coll.reduces ? opts_.ops : kNoOps)
+      if (!opTakesType(*opFound, *typeFound) && opTakesType(o, t)) {
+        typeFound = &t;
+        opFound = &o;
+      }
+  const TypeInfo& type = *typeFound;
+  const OpInfo& op = *opFound;
   const int rank = self_.rank(), n = self_.nranks();
   const Layout layout = layoutFor(coll.id, bytes, type.size, n);
   const CollCall call = outOfPlace(coll, layout, type, op, root);
