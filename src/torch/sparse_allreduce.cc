@@ -43,13 +43,25 @@ void allGather(const void* send, void* recv, Elements e, coilComm_t comm) {
 void checkSparseAllReduce(const at::Tensor& t, const c10d::ReduceOp& op) {
   TORCH_CHECK(t.layout() == c10::kSparse, "coil backend: allreduce: sparse tensors must have the "
               "COO layout (torch.sparse_coo), got ", t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "coil backend: allreduce: sparse tensors must be on the CPU, "
-              "got ", t.device().str());
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "coil backend: allreduce: sparse "
+              "tensors must be on the CPU or a CUDA device, got ", t.device().str());
+  TORCH_CHECK(!t.is_cuda() || cudaTensorsEnabled(), "coil backend: allreduce: CUDA tensors are "
+              "refused here (COIL_TORCH_CUDA=0; got a sparse tensor on ", t.device().str(),
+              "); unset it, or move the tensor to the CPU");
   TORCH_CHECK(op == c10d::ReduceOp::SUM, "coil backend: allreduce of a sparse tensor supports "
               "ReduceOp.SUM only (as gloo does)");
 }
 
 void sparseAllReduceSum(at::Tensor& t, int size, coilComm_t comm) {
+  if (!t.device().is_cpu()) {
+    // As gloo: reduced on the host. With the side stream current (cuda_op.h)
+    // the copy down follows the caller's writes, and the copy up is ordered
+    // before the work's completion event.
+    at::Tensor host = t.to(at::kCPU);
+    sparseAllReduceSum(host, size, comm);
+    t.copy_(host);
+    return;
+  }
   const at::Tensor input = t.coalesce();
   const int64_t nnz = input._nnz();
   const int64_t sparseDim = input.sparse_dim();

@@ -17,11 +17,13 @@
 
 namespace coil_torch {
 
-/// Throws c10::Error unless `t` is a sparse COO CPU tensor and `op` is SUM.
-/// Caller's thread.
+/// Throws c10::Error unless `t` is a sparse COO tensor on the CPU or a CUDA
+/// device and `op` is SUM. Caller's thread.
 void checkSparseAllReduce(const at::Tensor& t, const c10d::ReduceOp& op);
 
-/// Replaces `t` (sparse COO) by the sum of every rank's `t`, coalesced.
+/// Replaces `t` (sparse COO) by the sum of every rank's `t`, coalesced. A
+/// CUDA tensor is copied to the host, reduced there and copied back (on the
+/// current stream: the work's side stream).
 /// Throws c10::DistBackendError on a coil failure, and c10::Error when ranks
 /// disagree on the tensor's shape or dtype. Worker thread.
 void sparseAllReduceSum(at::Tensor& t, int size, coilComm_t comm);

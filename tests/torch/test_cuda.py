@@ -14,6 +14,8 @@ ranks on one GPU, which NCCL refuses and coil allows). Checked:
   - DDP on a CUDA model gives the gradients of an all-reduce average;
   - FSDP2 (fully_shard) on a CUDA model trains as one process on the whole
     batch does;
+  - bitwise ops on integers, reduce_scatter with blocks of different sizes,
+    and all_reduce of a sparse COO tensor (reduced on the host, as gloo);
   - point-to-point on CUDA tensors (staged in pinned host memory): send/recv
     of dtypes x sizes, non-contiguous, from any source, in the streams'
     order, batch_isend_irecv, CPU and CUDA on one link, a receive of the
@@ -150,6 +152,37 @@ def worker(rank, world, port):
         got = torch.empty(n, device=dev)
         dist.scatter(got, [x.to(dev, copy=True) for x in xs] if rank == 0 else None, src=0)
         expect_equal(f"scatter n={n}", got, xs[rank])
+    # Bitwise ops on integers (the GPU's kernels, when the data is on one).
+    for dtype in (torch.int32, torch.int64, torch.uint8):
+        for op, fn in ((R.BAND, torch.bitwise_and), (R.BOR, torch.bitwise_or),
+                       (R.BXOR, torch.bitwise_xor)):
+            seed += 1
+            xs = [values(torch, r, seed, 1031, torch.int64) * (1 + 37 * r) for r in range(world)]
+            want = xs[0]
+            for x in xs[1:]:
+                want = fn(want, x)
+            t = xs[rank].to(dtype).to(dev, copy=True)
+            dist.all_reduce(t, op=op)
+            expect_equal(f"all_reduce {dtype} {op}", t, want.to(dtype))
+    # reduce_scatter with blocks of different sizes (as gloo allows).
+    seed += 1
+    for sizes in ([3 + r for r in range(world)], [2000] + [1] * (world - 1)):
+        blocks = [everyone(seed + 10 * d, sizes[d], torch.float32) for d in range(world)]
+        out = torch.full((sizes[rank],), -1.0, device=dev)
+        dist.reduce_scatter(out, [blocks[d][rank].to(dev, copy=True) for d in range(world)])
+        expect_equal(f"reduce_scatter sizes {sizes}", out, reduce_ref[R.SUM](blocks[rank]).float())
+    # A sparse tensor (COO, SUM): gloo reduces a CUDA one on the host; so does coil.
+    seed += 1
+    dense = [values(torch, r, seed, 6 * 4, torch.float32).view(6, 4) for r in range(world)]
+    for r in range(world):
+        dense[r][r % 6] = 0  # different zeros per rank, so different nnz
+    t = dense[rank].to_sparse().to(dev)
+    dist.all_reduce(t)
+    checks[0] += 1
+    if t.device != dev or not t.is_sparse:
+        failures.append(f"sparse all_reduce: the result is {t.layout} on {t.device}")
+    expect_equal("sparse all_reduce", t.to_dense(), sum(dense))
+
     # A non-contiguous CUDA tensor: staged through a contiguous copy and back.
     seed += 1
     m = values(torch, rank, seed, 64 * 6, torch.float32).view(64, 6)
