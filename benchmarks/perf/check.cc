@@ -24,7 +24,7 @@ int64_t inputValue(const TypeInfo& t, coilRedOp_t op, int rank, int nranks, size
   // the top one, so no result equals a poison value (all ones, or the top
   // bit alone). band gets mostly ones and bor mostly zeros, so that many
   // ranks' results are neither all zeros nor all ones.
-  if (op == coilBand || op == coilBor || op == coilBxor) {
+  if (isBitwise(op)) {
     const uint64_t belowTop = (uint64_t{1} << (t.size * 8 - 1)) - 1;
     const uint64_t bits = op == coilBand  ? h | mixBits(h)
                           : op == coilBor ? h & mixBits(h) & mixBits(h + 1)

@@ -30,10 +30,11 @@ const std::vector<OpInfo>& allOps() {
   return kOps;
 }
 
+bool isBitwise(coilRedOp_t op) { return op == coilBand || op == coilBor || op == coilBxor; }
+
 bool opTakesType(const OpInfo& op, const TypeInfo& type) {
-  const bool bitwise = op.op == coilBand || op.op == coilBor || op.op == coilBxor;
   const bool integer = type.encoding == Encoding::SignedInt || type.encoding == Encoding::UnsignedInt;
-  return !bitwise || integer;
+  return !isBitwise(op.op) || integer;
 }
 
 namespace {

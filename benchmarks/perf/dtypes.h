@@ -31,6 +31,8 @@ const std::vector<TypeInfo>& allTypes();
 /// bitwise band, bor and bxor.
 const std::vector<OpInfo>& allOps();
 
+/// True for band, bor and bxor.
+bool isBitwise(coilRedOp_t op);
 /// False for a bitwise operator on a float type: coil refuses the pair, and
 /// a sweep skips it.
 bool opTakesType(const OpInfo& op, const TypeInfo& type);

@@ -154,8 +154,9 @@ void Sweep::runCollective(const CollectiveInfo& coll, Progress& progress) {
   if (table_ != nullptr) table_->printColumns(coll.rooted, plainAllReduce ? "" : coll.name);
   const size_t firstRow = rows_.size();
   long long wrong = 0;
-  warmUp(coll, roots(coll).front(),
-         sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes).back());
+  if (!rows.empty())
+    warmUp(coll, rows.front(),
+           sweepSizes(opts_.minBytes, opts_.maxBytes, opts_.factor, opts_.stepBytes).back());
   for (const Planned& p : rows) {
     progress.show(rowsDone_++, std::string(coll.name) + " " + p.type->name + " " + p.op->name +
                                    (p.root >= 0 ? " root " + std::to_string(p.root) : "") + " " +
@@ -186,21 +187,14 @@ CollCall Sweep::outOfPlace(const CollectiveInfo& coll, const Layout& layout, con
   return call;
 }
 
-void Sweep::warmUp(const CollectiveInfo& coll, int root, size_t bytes) {
+void Sweep::warmUp(const CollectiveInfo& coll, const Planned& first, size_t bytes) {
   // As nccl-tests does: a few calls at the largest size before the first
   // row, so first-use costs (page faults on fresh buffers, lazily built
   // connections, cold caches and branch predictors) do not land in it.
-  // The first (type, op) pair that coil takes (options.cc made sure of one).
-  const TypeInfo* typeFound = &opts_.types.front();
-  const OpInfo* opFound = coll.reduces ? &opts_.ops.front() : &kNoOp;
-  for (const TypeInfo& t : opts_.types)
-    for (const OpInfo& o : coll.reduces ? opts_.ops : kNoOps)
-      if (!opTakesType(*opFound, *typeFound) && opTakesType(o, t)) {
-        typeFound = &t;
-        opFound = &o;
-      }
-  const TypeInfo& type = *typeFound;
-  const OpInfo& op = *opFound;
+  // The first row's type, op and root: a pair coil takes (plan() skips others).
+  const TypeInfo& type = *first.type;
+  const OpInfo& op = *first.op;
+  const int root = first.root;
   const int rank = self_.rank(), n = self_.nranks();
   const Layout layout = layoutFor(coll.id, bytes, type.size, n);
   const CollCall call = outOfPlace(coll, layout, type, op, root);

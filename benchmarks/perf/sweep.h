@@ -55,8 +55,9 @@ class Sweep {
   void runCollective(const CollectiveInfo& coll, Progress& progress);
   /// "# 120 rows per cycle: allreduce 30, ..." before the first table.
   void printRowCount(size_t total, int cycles) const;
-  /// opts.warmup untimed calls at `bytes` (the largest size), before any row.
-  void warmUp(const CollectiveInfo& coll, int root, size_t bytes);
+  /// opts.warmup untimed calls of the first row's type, op and root at
+  /// `bytes` (the largest size), before any row.
+  void warmUp(const CollectiveInfo& coll, const Planned& first, size_t bytes);
   Row measure(const CollectiveInfo& coll, const TypeInfo& type, const OpInfo& op, int root,
               size_t bytes);
   /// The out-of-place call of `coll` on this sweep's buffers.

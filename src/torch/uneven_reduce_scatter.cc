@@ -7,23 +7,18 @@
 
 #include "coil_calls.h"
 #include "cuda_op.h"
+#include "tensor_args.h"
 
 namespace coil_torch {
-
-bool paddedReduceScatterIsCheaper(const std::vector<int64_t>& blockNumels) {
-  const int64_t n = static_cast<int64_t>(blockNumels.size());
-  const int64_t largest = *std::max_element(blockNumels.begin(), blockNumels.end());
-  const int64_t total = std::accumulate(blockNumels.begin(), blockNumels.end(), int64_t{0});
-  return n * largest <= 2 * total;
-}
 
 void reduceScatterUneven(const at::Tensor& out, const std::vector<at::Tensor>& blocks, int rank,
                          coilDataType_t type, coilRedOp_t op, coilComm_t comm) {
   std::vector<int64_t> numels;
   for (const at::Tensor& b : blocks) numels.push_back(b.numel());
+  const int64_t largest = *std::max_element(numels.begin(), numels.end());
+  const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
   const at::Tensor mine = [&] {
-    if (paddedReduceScatterIsCheaper(numels)) {
-      const int64_t largest = *std::max_element(numels.begin(), numels.end());
+    if (static_cast<int64_t>(numels.size()) * largest <= 2 * total) {  // padded (see the header)
       // The padding's values never reach an output: each element is reduced
       // on its own.
       at::Tensor padded = at::zeros({static_cast<int64_t>(blocks.size()) * largest}, out.options());
@@ -35,9 +30,7 @@ void reduceScatterUneven(const at::Tensor& out, const std::vector<at::Tensor>& b
             "coilReduceScatter");
       return result.narrow(0, 0, numels[rank]);
     }
-    std::vector<at::Tensor> flat;
-    for (const at::Tensor& b : blocks) flat.push_back(b.reshape({-1}));
-    at::Tensor all = at::cat(flat);
+    at::Tensor all = flattenInto(blocks);
     check(coilAllReduce(all.data_ptr(), all.data_ptr(), static_cast<size_t>(all.numel()), type, op,
                         comm, opStream()),
           "coilAllReduce");

@@ -20,10 +20,6 @@
 
 namespace coil_torch {
 
-/// Which of the two ways (see above) a reduce_scatter of these block sizes
-/// takes: true for padded.
-bool paddedReduceScatterIsCheaper(const std::vector<int64_t>& blockNumels);
-
 /// out = the reduction over ranks of block `rank` of `blocks`; the blocks'
 /// sizes may differ (every rank passes the same sizes). `type` and `op` are
 /// the coil datatype and op of the reduction. Worker thread; throws
