@@ -16,6 +16,7 @@
 #include "cuda_op.h"
 #include "sparse_allreduce.h"
 #include "tensor_args.h"
+#include "tensor_lists.h"
 #include "torch_names.h"
 #include "uneven_reduce_scatter.h"
 
@@ -62,17 +63,40 @@ std::vector<int64_t> splitsFor(const std::vector<int64_t>& given, const at::Tens
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
-  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].is_sparse()) {
-    at::Tensor sparse = tensors[0];
-    checkSparseAllReduce(sparse, opts.reduceOp);
+  TORCH_CHECK(!tensors.empty(), "coil backend: allreduce got no input tensors");
+  if (tensors[0].defined() && tensors[0].is_sparse()) {
+    std::vector<at::Tensor> entries = tensors;
+    for (const at::Tensor& t : entries) {
+      checkSparseAllReduce(t, opts.reduceOp);
+      TORCH_CHECK(t.sizes() == entries[0].sizes() && t.scalar_type() == entries[0].scalar_type(),
+                  "coil backend: allreduce: sparse tensors ", t.sizes(), " ",
+                  dtypeName(t.scalar_type()), " and ", entries[0].sizes(), " ",
+                  dtypeName(entries[0].scalar_type()), " in one list (they need one shape and dtype)");
+    }
     CommRef c = commRef();
-    return enqueue(c10d::OpType::ALLREDUCE, {sparse}, [sparse, size = size_, c]() mutable {
-      sparseAllReduceSum(sparse, size, c.get());
+    return enqueue(c10d::OpType::ALLREDUCE, entries, [entries, size = size_, c]() mutable {
+      if (entries.size() == 1) return sparseAllReduceSum(entries[0], size, c.get());
+      at::Tensor sum = entries[0].clone();  // as gloo: the entries summed here first
+      for (size_t i = 1; i < entries.size(); ++i) sum.add_(entries[i]);
+      sparseAllReduceSum(sum, size, c.get());
+      for (at::Tensor& t : entries) t.copy_(sum);
     });
   }
-  const at::Tensor& t = single(tensors, "allreduce");
-  Reduction red = reductionFor(t.scalar_type(), opts.reduceOp, "allreduce");
+  checkLikeFirst(tensors, "allreduce", "input");
+  Reduction red = reductionFor(tensors[0].scalar_type(), opts.reduceOp, "allreduce");
   CommRef c = commRef();
+  if (tensors.size() > 1) {
+    std::vector<at::Tensor> entries = tensors;
+    return enqueue(c10d::OpType::ALLREDUCE, entries, [entries, red, c]() mutable {
+      ScopedReduceOp op(red, entries[0].scalar_type(), c.get());
+      at::Tensor acc = combineEntries(entries, red.op);
+      check(coilAllReduce(acc.data_ptr(), acc.data_ptr(), acc.numel(), red.type, op.get(), c.get(),
+                          opStream()),
+            "coilAllReduce");
+      copyIntoEach(acc, entries);
+    });
+  }
+  const at::Tensor& t = tensors[0];
   return enqueue(c10d::OpType::ALLREDUCE, {t}, [t, red, c] {
     Staged s(t);
     ScopedReduceOp op(red, t.scalar_type(), c.get());
@@ -101,16 +125,24 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
-  const at::Tensor& t = single(tensors, "broadcast");
+  checkLikeFirst(tensors, "broadcast", "input");
   checkRank(opts.rootRank, size_, "broadcast", "root rank");
-  TORCH_CHECK(opts.rootTensor == 0, "coil backend: broadcast: rootTensor must be 0");
+  TORCH_CHECK(opts.rootTensor >= 0 && opts.rootTensor < static_cast<int64_t>(tensors.size()),
+              "coil backend: broadcast: rootTensor ", opts.rootTensor, " is out of range for ",
+              tensors.size(), " tensor", tensors.size() == 1 ? "" : "s");
   const int root = static_cast<int>(opts.rootRank);
+  const size_t rootTensor = static_cast<size_t>(opts.rootTensor);
+  std::vector<at::Tensor> entries = tensors;
   CommRef c = commRef();
-  return enqueue(c10d::OpType::BROADCAST, {t}, [t, root, c] {
+  return enqueue(c10d::OpType::BROADCAST, entries, [entries, root, rootTensor, c]() mutable {
+    // Into entry rootTensor on every rank, then copied into the others.
+    const at::Tensor& t = entries[rootTensor];
     Staged s(t);
     Elements e = movedElements(t.scalar_type(), t.numel());
     check(coilBroadcast(s.data(), s.data(), e.count, e.type, root, c.get(), opStream()), "coilBroadcast");
     s.writeBack();
+    for (size_t i = 0; i < entries.size(); ++i)
+      if (i != rootTensor) entries[i].copy_(t);
   });
 }
 
@@ -135,20 +167,34 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce(std::vector<at::Tensor>& tens
 c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                       std::vector<at::Tensor>& inputs,
                                                       const c10d::AllgatherOptions& /*opts*/) {
-  const at::Tensor& in = single(inputs, "allgather");
-  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
-              "coil backend: allgather needs one output list of ", size_, " tensors");
-  checkSameKind(outputs[0], in.scalar_type(), in.numel(), "allgather", "output");
-  std::vector<at::Tensor> outs = outputs[0];
+  checkLikeFirst(inputs, "allgather", "input");
+  const at::Tensor& in = inputs[0];
+  // One output list per input, each with every rank's inputs (k per rank).
+  const size_t perList = inputs.size() * static_cast<size_t>(size_);
+  TORCH_CHECK(outputs.size() == inputs.size(), "coil backend: allgather needs one output list per "
+              "input tensor (", inputs.size(), "), got ", outputs.size());
+  std::vector<at::Tensor> outs;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    TORCH_CHECK(outputs[j].size() == perList, "coil backend: allgather: output list ", j, " has ",
+                outputs[j].size(), " tensors, expected ", perList, " (",
+                inputs.size() == 1 ? "one per rank" : "one per rank and input", ")");
+    checkSameKind(outputs[j], in.scalar_type(), in.numel(), "allgather", "output");
+    outs.insert(outs.end(), outputs[j].begin(), outputs[j].end());
+  }
+  std::vector<at::Tensor> ins = inputs;
   const int size = size_;
   CommRef c = commRef();
-  return enqueue(c10d::OpType::ALLGATHER, outs, [in, outs, size, c]() mutable {
-    Staged s(in);
-    at::Tensor flat = at::empty({size * in.numel()}, in.options());
-    Elements e = movedElements(in.scalar_type(), in.numel());
-    check(coilAllGather(s.data(), flat.data_ptr(), e.count, e.type, c.get(), opStream()), "coilAllGather");
-    unflattenFrom(flat, outs);
-  }, {in});
+  return enqueue(c10d::OpType::ALLGATHER, outs, [ins, outs, perList, size, c]() mutable {
+    at::Tensor mine = ins.size() == 1 ? ins[0].contiguous() : flattenInto(ins);
+    at::Tensor flat = at::empty({size * mine.numel()}, mine.options());
+    Elements e = movedElements(mine.scalar_type(), mine.numel());
+    check(coilAllGather(mine.data_ptr(), flat.data_ptr(), e.count, e.type, c.get(), opStream()),
+          "coilAllGather");
+    for (size_t first = 0; first < outs.size(); first += perList) {
+      std::vector<at::Tensor> list(outs.begin() + first, outs.begin() + first + perList);
+      unflattenFrom(flat, list);
+    }
+  }, ins);
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(

@@ -179,6 +179,12 @@ void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64
   }
 }
 
+void checkLikeFirst(const std::vector<at::Tensor>& ts, const char* opName, const char* what) {
+  TORCH_CHECK(!ts.empty(), "coil backend: ", opName, " got no ", what, " tensors");
+  checkDenseTensor(ts[0], opName);
+  checkSameKind(ts, ts[0].scalar_type(), ts[0].numel(), opName, what);
+}
+
 void checkRank(int64_t rank, int size, const char* opName, const char* what) {
   TORCH_CHECK(rank >= 0 && rank < size, "coil backend: ", opName, ": ", what, " ", rank,
               " is out of range for a group of ", size, " ranks");

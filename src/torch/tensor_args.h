@@ -59,6 +59,9 @@ void checkDenseTensor(const at::Tensor& t, const char* opName);
 void checkSameKind(const std::vector<at::Tensor>& ts, at::ScalarType type, int64_t numel,
                    const char* opName, const char* what);
 
+/// At least one tensor, and checkSameKind with the first one's dtype and numel.
+void checkLikeFirst(const std::vector<at::Tensor>& ts, const char* opName, const char* what);
+
 /// Throws c10::Error unless 0 <= rank < size.
 void checkRank(int64_t rank, int size, const char* opName, const char* what);
 

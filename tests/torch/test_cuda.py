@@ -15,7 +15,8 @@ ranks on one GPU, which NCCL refuses and coil allows). Checked:
   - FSDP2 (fully_shard) on a CUDA model trains as one process on the whole
     batch does;
   - bitwise ops on integers, reduce_scatter with blocks of different sizes,
-    and all_reduce of a sparse COO tensor (reduced on the host, as gloo);
+    all_reduce of a sparse COO tensor (reduced on the host, as gloo), and
+    ProcessGroup.allreduce/broadcast/allgather with several tensors per rank;
   - point-to-point on CUDA tensors (staged in pinned host memory): send/recv
     of dtypes x sizes, non-contiguous, from any source, in the streams'
     order, batch_isend_irecv, CPU and CUDA on one link, a receive of the
@@ -182,6 +183,30 @@ def worker(rank, world, port):
     if t.device != dev or not t.is_sparse:
         failures.append(f"sparse all_reduce: the result is {t.layout} on {t.device}")
     expect_equal("sparse all_reduce", t.to_dense(), sum(dense))
+
+    # Several tensors per process (ProcessGroup's legacy lists), all on one
+    # device: combined on the side stream, then one all-reduce; broadcast and
+    # allgather fill every entry.
+    seed += 1
+    pg = dist.group.WORLD
+    xs = [[values(torch, r, seed + i, 513, torch.float32) for i in range(3)] for r in range(world)]
+    ts = [x.to(dev, copy=True) for x in xs[rank]]
+    pg.allreduce(ts).wait()
+    for i, t in enumerate(ts):
+        expect_equal(f"ProcessGroup.allreduce of 3 tensors, entry {i}", t,
+                     sum(sum(per_rank) for per_rank in xs))
+    ts = [x.to(dev, copy=True) for x in xs[rank]]
+    opts = dist.BroadcastOptions()
+    opts.rootRank, opts.rootTensor = world - 1, 1
+    pg.broadcast(ts, opts).wait()
+    for i, t in enumerate(ts):
+        expect_equal(f"ProcessGroup.broadcast of 3 tensors, entry {i}", t, xs[world - 1][1])
+    outs = [[torch.empty(513, device=dev) for _ in range(2 * world)] for _ in range(2)]
+    pg.allgather(outs, [x.to(dev, copy=True) for x in xs[rank][:2]]).wait()
+    for j, out in enumerate(outs):
+        for n, t in enumerate(out):
+            expect_equal(f"ProcessGroup.allgather of 2 tensors, output {j}[{n}]", t,
+                         xs[n // 2][n % 2])
 
     # A non-contiguous CUDA tensor: staged through a contiguous copy and back.
     seed += 1

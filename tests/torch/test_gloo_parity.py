@@ -16,7 +16,9 @@ here, from what every rank contributed). Covered (issue #13):
   - split_group: a child's ranks in its list's order, its collectives;
   - BAND, BOR and BXOR on integers and bool (all_reduce, reduce_scatter_tensor);
   - reduce_scatter with blocks of different sizes (one of them empty, or one
-    much larger than the others).
+    much larger than the others);
+  - ProcessGroup.allreduce, broadcast and allgather with several tensors per
+    process (dense and sparse), and lists whose tensors do not match.
 
 COIL_TORCH_TEST_WORLDS picks the world sizes (default 2,3).
 """
@@ -55,6 +57,16 @@ def worker(rank, world, port):
         check(name, got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want),
               f"got {got.flatten()[:6].tolist()} ({got.dtype}, {tuple(got.shape)}), "
               f"want {want.flatten()[:6].tolist()} ({want.dtype}, {tuple(want.shape)})")
+
+    def expect_raises(name, fn, *needles):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            text = str(e)
+            missing = [n for n in needles if n not in text]
+            check(name, not missing, f"message lacks {missing}: {text!r}")
+            return
+        check(name, False, "did not raise")
 
     def case(name, fn):
         for backend, group in (("gloo", gloo), ("coil", None)):
@@ -214,6 +226,98 @@ def worker(rank, world, port):
     case("sparse all_reduce", sparse_sum(False))
     case("sparse all_reduce, hybrid (dense part)", sparse_sum(True))
 
+    # ---- one process, several tensors (the legacy per-device lists) ---------------
+    # ProcessGroup.allreduce/broadcast/allgather with a list of k tensors of one
+    # dtype and shape, as gloo runs them: the reduction over all ranks and all k
+    # entries lands in every entry; broadcast copies the root's entry
+    # rootTensor into every entry of every rank; allgather fills each output
+    # list with every rank's k inputs, rank after rank.
+    def entry(r, i, dtype):
+        g = torch.Generator().manual_seed(97 * r + i)
+        return torch.randint(1, 9, (2, 3), generator=g).to(dtype)
+
+    def list_allreduce(k, op, dtype):
+        fn = {dist.ReduceOp.SUM: torch.add, dist.ReduceOp.AVG: torch.add,
+              dist.ReduceOp.PRODUCT: torch.mul, dist.ReduceOp.MIN: torch.minimum,
+              dist.ReduceOp.MAX: torch.maximum, dist.ReduceOp.BXOR: torch.bitwise_xor}[op]
+
+        def run(name, group):
+            pg = group if group is not None else dist.group.WORLD
+            want = entry(0, 0, dtype)
+            for r in range(world):
+                for i in range(k):
+                    if (r, i) != (0, 0):
+                        want = fn(want, entry(r, i, dtype))
+            if op == dist.ReduceOp.AVG:
+                want = want / world
+            tensors = [entry(rank, i, dtype) for i in range(k)]
+            opts = dist.AllreduceOptions()
+            opts.reduceOp = op
+            pg.allreduce(tensors, opts).wait()
+            # gloo divides only entry 0 for AVG and leaves the others summed;
+            # coil gives every entry the average.
+            for i, t in enumerate(tensors if op != dist.ReduceOp.AVG or group is None
+                                  else tensors[:1]):
+                expect_equal(f"{name} entry {i}", t, want)
+        return run
+    for k in (1, 2, 3):
+        for op, dtype in ((dist.ReduceOp.SUM, torch.float32), (dist.ReduceOp.MAX, torch.int64),
+                          (dist.ReduceOp.PRODUCT, torch.int64), (dist.ReduceOp.MIN, torch.int32),
+                          (dist.ReduceOp.BXOR, torch.int32), (dist.ReduceOp.AVG, torch.float64)):
+            case(f"ProcessGroup.allreduce of {k} tensors {op} {dtype}", list_allreduce(k, op, dtype))
+
+    def list_broadcast(k, root_tensor, dtype):
+        def run(name, group):
+            pg = group if group is not None else dist.group.WORLD
+            tensors = [entry(rank, i, dtype) for i in range(k)]
+            opts = dist.BroadcastOptions()
+            opts.rootRank = world - 1
+            opts.rootTensor = root_tensor
+            pg.broadcast(tensors, opts).wait()
+            for i, t in enumerate(tensors):
+                expect_equal(f"{name} entry {i}", t, entry(world - 1, root_tensor, dtype))
+        return run
+    case("ProcessGroup.broadcast of 3 tensors, rootTensor 0", list_broadcast(3, 0, torch.float32))
+    case("ProcessGroup.broadcast of 3 tensors, rootTensor 2", list_broadcast(3, 2, torch.int64))
+    case("ProcessGroup.broadcast of 2 tensors, bfloat16", list_broadcast(2, 1, torch.bfloat16))
+
+    def list_allgather(k, dtype):
+        def run(name, group):
+            pg = group if group is not None else dist.group.WORLD
+            inputs = [entry(rank, i, dtype) for i in range(k)]
+            outputs = [[torch.zeros(2, 3, dtype=dtype) for _ in range(k * world)]
+                       for _ in range(k)]
+            pg.allgather(outputs, inputs).wait()
+            for j, out in enumerate(outputs):
+                for n, t in enumerate(out):
+                    expect_equal(f"{name} output {j}[{n}]", t, entry(n // k, n % k, dtype))
+        return run
+    case("ProcessGroup.allgather of 2 tensors", list_allgather(2, torch.float32))
+    case("ProcessGroup.allgather of 3 tensors, uint8", list_allgather(3, torch.uint8))
+
+    def list_sparse(name, group):
+        pg = group if group is not None else dist.group.WORLD
+        tensors = [sparse_input(rank, False), sparse_input((rank + 1) % world, False)]
+        pg.allreduce(tensors).wait()
+        want = 2 * sum(sparse_input(r, False).to_dense() for r in range(world))
+        for i, t in enumerate(tensors):
+            check(f"{name} entry {i} is sparse", t.is_sparse, f"layout {t.layout}")
+            expect_equal(f"{name} entry {i}", t.to_dense(), want)
+    case("ProcessGroup.allreduce of 2 sparse tensors", list_sparse)
+
+    def list_mismatch(name, group):
+        pg = group if group is not None else dist.group.WORLD
+        expect_raises(name + ", sizes differ",
+                      lambda: pg.allreduce([torch.ones(3), torch.ones(4)]).wait(), "")
+        expect_raises(name + ", dtypes differ",
+                      lambda: pg.allreduce([torch.ones(3), torch.ones(3, dtype=torch.int32)]).wait(),
+                      "")
+        opts = dist.BroadcastOptions()
+        opts.rootTensor = 2
+        expect_raises(name + ", rootTensor out of range",
+                      lambda: pg.broadcast([torch.ones(3), torch.ones(3)], opts).wait(), "")
+    case("ProcessGroup lists that do not match", list_mismatch)
+
     # ---- split_group ----------------------------------------------------------------
     def split(name, group):
         # The odd ranks, last first, and the even ones: a child's ranks follow its list.
@@ -258,16 +362,6 @@ def worker(rank, world, port):
             failures.append(f"lonely barrier [{backend}]: raised\n{traceback.format_exc()}")
 
     # ---- monitored_barrier ----------------------------------------------------------
-    def expect_raises(name, fn, *needles):
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001
-            text = str(e)
-            missing = [n for n in needles if n not in text]
-            check(name, not missing, f"message lacks {missing}: {text!r}")
-            return
-        check(name, False, "did not raise")
-
     short = datetime.timedelta(seconds=1)
     try:
         coil_torch.monitored_barrier()
