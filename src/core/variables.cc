@@ -117,6 +117,8 @@ constexpr Variable kVariables[] = {
 
     // The repository's tests, benchmarks and scripts (documented where read).
     text(kDevelopment, "COIL_TEST_TRANSPORTS", "tests/harness: transports the rank tests run over"),
+    integer(kDevelopment, "COIL_TEST_SHORT_TIMEOUT_MS", 1, INT32_MAX,
+            "faults_test: TimeoutWhenAPeerNeverCalls's timeout (500 ms)"),
     integer(kDevelopment, "COIL_FAULT_TRIALS", 1, INT32_MAX, "kill_random_test: trials"),
     integer(kDevelopment, "COIL_FAULT_SEED", 0, INT32_MAX, "kill_random_test: first seed"),
     boolean(kDevelopment, "COIL_CONVERT_EXHAUSTIVE", "device_convert_test: all 2^32 inputs"),

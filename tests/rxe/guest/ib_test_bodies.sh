@@ -14,7 +14,10 @@ faults=${2:?usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TES
 misuse=${3:?usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TEST}
 here=$(dirname "$0")
 . "$here/lib.sh"
-export COIL_TEST_TRANSPORTS=ib COIL_IB_HCA="=$RXE_ONE_HOST_DEV" COIL_SOCKET_IFNAME=lo
+# Faults.TimeoutWhenAPeerNeverCalls: 3 s, not 500 ms (that deadline covers
+# init too, and queue-pair setup under TCG emulation can take longer).
+export COIL_TEST_TRANSPORTS=ib COIL_IB_HCA="=$RXE_ONE_HOST_DEV" COIL_SOCKET_IFNAME=lo \
+  COIL_TEST_SHORT_TIMEOUT_MS=3000
 fail=0
 run() {  # name, command...
   name=$1; shift
