@@ -219,7 +219,10 @@ TEST(Socket, AbortFlagEndsAWaitQuickly) {
 
 TEST(Socket, ShutdownWakesABlockedReceiver) {
   auto [client, server] = connectedPair();
-  std::thread closer([&] {
+  // Lambdas capture structured bindings only from C++20 compilers that
+  // implement P1091 (not clang 14, Debian bookworm's): name it through an
+  // init-capture.
+  std::thread closer([&server = server] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     server.shutdownBoth();
   });
@@ -272,7 +275,7 @@ TEST(SendRecvAll, SameSocketBothWays) {
   constexpr size_t kBytes = 4 << 20;
   auto [a, b] = connectedPair();
   std::vector<uint8_t> fromA(kBytes, 0xA5), fromB(kBytes, 0x5A), gotA(kBytes), gotB(kBytes);
-  std::thread other([&] {
+  std::thread other([&, &b = b] {  // init-capture: see ShutdownWakesABlockedReceiver
     sendRecvAll(b, fromB.data(), kBytes, b, gotB.data(), kBytes, Deadline::after(20000), nullptr,
                 "a");
   });
