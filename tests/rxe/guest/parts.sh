@@ -1,8 +1,8 @@
 #!/bin/sh
 # The rxe suite's parts, one after another in one guest: each boot of the
 # guest costs about 18 s under TCG (initramfs, firmware, kernel, the rxe
-# devices, power-off), a quarter of what the seven parts did when each
-# booted its own (tests/rxe/meson.build).
+# devices, power-off), and when each of the seven parts booted its own, the
+# boots were about a fifth of the suite's time (tests/rxe/meson.build).
 #
 # Usage: parts.sh [--only=NAME[,NAME...]] --part NAME SCRIPT [ARG...] [--part ...]
 #   Each part is SCRIPT (in this folder) run with its ARGs under `timeout`
