@@ -12,7 +12,8 @@
 //
 // Cost: one small all-reduce of 24 bytes per rank, through the one-shot (the
 // shared window on one host, tcp's express socket otherwise), or a ring
-// all-gather where the one-shot cannot carry n records.
+// all-gather where the one-shot cannot carry n records. Without a window, a
+// small call's data rides in the same one-shot (fused_rooted_call.cc).
 // Only broadcast, reduce, gather and scatter pay it; all-reduce, the
 // all-gathers and all-to-all read data from every side, and their
 // fingerprints already catch every disagreement.
@@ -39,7 +40,12 @@ struct CallRecord {
 
   bool operator==(const CallRecord&) const = default;
 };
-static_assert(sizeof(CallRecord) == 24);
+static_assert(sizeof(CallRecord) == 24);  // Communicator::kCallRecordBytes
+
+CallRecord recordOf(const algo::Call& call) {
+  return CallRecord{static_cast<uint32_t>(call.kind), static_cast<int32_t>(call.type),
+                    static_cast<int32_t>(call.op), call.root, call.count};
+}
 
 std::string describeRecord(const CallRecord& r) {
   std::ostringstream os;
@@ -53,6 +59,22 @@ std::string describeRecord(const CallRecord& r) {
 
 }  // namespace
 
+void Communicator::writeCallRecord(const algo::Call& call, uint8_t* at) {
+  const CallRecord mine = recordOf(call);
+  std::memcpy(at, &mine, sizeof mine);
+}
+
+void Communicator::checkCallRecords(const algo::Call& call, const uint8_t* records) const {
+  const CallRecord mine = recordOf(call);
+  for (int q = 0; q < nranks_; ++q) {
+    CallRecord theirs;
+    std::memcpy(&theirs, records + static_cast<size_t>(q) * sizeof theirs, sizeof theirs);
+    if (theirs == mine) continue;
+    fail(coilInvalidUsage, call.description(), ": mismatched call: rank ", q, " called ",
+         describeRecord(theirs), " where rank ", rank_, " called ", describeRecord(mine));
+  }
+}
+
 uint64_t Communicator::agreementTag(algo::CollKind kind, uint32_t seq) const {
   // Only the call number and the collective: ranks that differ in count,
   // type, op or root must get through the exchange to compare records.
@@ -60,10 +82,8 @@ uint64_t Communicator::agreementTag(algo::CollKind kind, uint32_t seq) const {
 }
 
 void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
-  const CallRecord mine{static_cast<uint32_t>(call.kind), static_cast<int32_t>(call.type),
-                        static_cast<int32_t>(call.op), call.root, call.count};
   std::vector<CallRecord> all(static_cast<size_t>(nranks_));
-  all[static_cast<size_t>(rank_)] = mine;
+  all[static_cast<size_t>(rank_)] = recordOf(call);
   const size_t bytes = all.size() * sizeof(CallRecord);
   // The exchange is a call of its own (its buffers, size and fingerprint);
   // it waits, and describes itself, as the call it checks.
@@ -99,12 +119,7 @@ void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
     algo::FifoExecutor exec(peers_, gather);
     algo::ringAllGather(exec, algo::shapeOf(gather, rank_, nranks_));
   }
-  for (int q = 0; q < nranks_; ++q) {
-    if (all[static_cast<size_t>(q)] == mine) continue;
-    fail(coilInvalidUsage, call.description(), ": mismatched call: rank ", q, " called ",
-         describeRecord(all[static_cast<size_t>(q)]), " where rank ", rank_, " called ",
-         describeRecord(mine));
-  }
+  checkCallRecords(call, reinterpret_cast<const uint8_t*>(all.data()));
 }
 
 }  // namespace coil

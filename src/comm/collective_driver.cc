@@ -141,7 +141,10 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
       algo::hasRoot(call.kind) && nranks_ > 1 ? agreementTag(call.kind, seq) : 0;
   const MismatchProbe probe(peers_, window_.get(), rank_, call.tag, agreement, describe);
   call.watch.stall = &probe;
-  if (agreement != 0) agreeOnCall(call, agreement);
+  if (agreement != 0) {
+    if (runFusedRootedCall(call, agreement, choice.forced)) return;
+    agreeOnCall(call, agreement);
+  }
   if (runDirect(call, choice.algorithm)) return;
 
   // The buffers as the program's layout wants them (algorithms/registry.h).

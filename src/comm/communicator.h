@@ -197,6 +197,19 @@ class Communicator {
   // (call_agreement.cc): every rank fails if any rank is in another call.
   uint64_t agreementTag(algo::CollKind kind, uint32_t seq) const;
   void agreeOnCall(const algo::Call& call, uint64_t agreementTag);
+  // A record of the call, as the agreement exchanges it (24 bytes at `at`),
+  // and the check of all n records (rank q's at records + 24·q): fails
+  // naming both calls when one differs from this rank's.
+  static constexpr size_t kCallRecordBytes = 24;
+  static void writeCallRecord(const algo::Call& call, uint8_t* at);
+  void checkCallRecords(const algo::Call& call, const uint8_t* records) const;
+  // The agreement and a small rooted call in one one-shot, where there is
+  // no window and COIL_ALGO did not pick the algorithm
+  // (fused_rooted_call.cc). False when it does not apply: run both.
+  bool runFusedRootedCall(const algo::Call& call, uint64_t agreementTag, bool algorithmForced);
+  // The bytes of that one-shot for `call` (records and payload); 0 when the
+  // call is not fused.
+  size_t fusedRootedBytes(const algo::Call& call, bool algorithmForced) const;
   bool runDirect(const algo::Call& call, tune::Algo algorithm);
 
   struct PreMulSum {
@@ -236,6 +249,7 @@ class Communicator {
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
+  std::vector<uint64_t> fusedScratch_;       // runFusedRootedCall's exchange
   // The last COIL_FLIGHT_RECORDER_ENTRIES operations; dumped by breakWith.
   FlightRecorder flight_;
   tune::AlgorithmOverride algoOverride_;

@@ -11,9 +11,21 @@ namespace coil {
 
 double Communicator::estimateUs(const CollectiveCall& call) const {
   if (call.count == 0) return 0;
-  const size_t bytes = modelBytes(call.kind, callOf(call).bytes, nranks_);
+  const algo::Call c = callOf(call);
+  const size_t bytes = modelBytes(call.kind, c.bytes, nranks_);
   const tune::Choice choice = tune::choose(model_, call.kind, bytes, algoOverride_, nullptr);
-  return model_.predictUs(call.kind, choice.algorithm, bytes);
+  const double own = model_.predictUs(call.kind, choice.algorithm, bytes);
+  if (!algo::hasRoot(call.kind) || nranks_ < 2) return own;
+  // A rooted call agrees on the call first (call_agreement.cc), or carries
+  // its data in that step (fused_rooted_call.cc).
+  if (const size_t fused = fusedRootedBytes(c, choice.forced))
+    return model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, fused);
+  const size_t records = static_cast<size_t>(nranks_) * kCallRecordBytes;
+  const double agreement =
+      model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot, records)
+          ? model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, records)
+          : model_.predictUs(algo::CollKind::AllGather, tune::Algo::kRing, records);
+  return agreement + own;
 }
 
 // Point-to-point operations of one batch progress together: the batch takes

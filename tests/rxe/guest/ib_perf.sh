@@ -1,5 +1,6 @@
 #!/bin/sh
-# rxe_ib_perf: coil's all-reduce over ib beside perftest's ib_write_bw, in
+# rxe_ib_perf, the one part of the rxe_perf benchmark (tests/rxe/meson.build):
+# coil's all-reduce over ib beside perftest's ib_write_bw, in
 # the same guest, on the same two-host link (rxe1 in netns hosta ->
 # rxe2 in netns hostb, over the veth pair). Soft-RoCE under emulation is
 # slow and noisy (ib_write_bw alone moves 0.2-0.4 Gb/s from one run to the
