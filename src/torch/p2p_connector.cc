@@ -59,7 +59,10 @@ void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
         value = waitStore->get(key);
         break;
       } catch (const c10::DistNetworkError&) {
-        return;  // the store is gone (its host exited): nothing more will come
+        // The store is gone (its host exited): nothing more will come, and
+        // stop() must not call it either (torch logs every failed call).
+        storeGone_.store(true);
+        return;
       } catch (const c10::Error&) {
         if (stopping_.load()) return;
         // A slice ran out: wait again (not in a tight loop if the store
@@ -84,6 +87,14 @@ void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
 
 void Connector::stop() {
   if (stopping_.exchange(true)) return;
+  // A wait that failed because the store's host exited (rank 0 under
+  // mp.spawn or a launch by hand; torchrun's agent outlives the ranks) has
+  // ended the thread already: asking the store again would only add
+  // torch's warning about the lost connection to a normal shutdown.
+  if (storeGone_.load()) {
+    if (thread_.joinable()) thread_.join();
+    return;
+  }
   try {
     std::lock_guard<std::mutex> lock(requestMutex_);
     const int64_t n = store_->add(keyFor(rank_, "count"), 1) - 1;

@@ -51,6 +51,7 @@ class Connector {
   const OnRequest onRequest_;
   std::mutex requestMutex_;  // the store's calls from several SendLinks
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> storeGone_{false};  // the thread's wait lost the store for good
   std::thread thread_;
 };
 

@@ -15,14 +15,23 @@
               [1] (ranks in the list's order, a collective queued before the
               split, collectives and isend/irecv in the child), a split of
               the child, and one that leaves ranks out (NON_GROUP_MEMBER).
+  late destroy: 2 ranks launched by hand (rank 0 hosts the store, as under
+              mp.spawn); rank 0 sends to rank 1, destroys its group and
+              exits; rank 1 receives, waits until the store's port is
+              closed, then destroys its group. Its destroy must print
+              nothing: no torch warning about the store (the p2p connector
+              asked the gone store to stop, which torch logs with a stack
+              trace) and no coil warning.
 """
 import datetime
 import glob
 import os
+import socket
+import subprocess
 import sys
 import time
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import finish, free_port, init_env, require_coil_torch, run_ranks, say
 
 ROUNDS = 4
 
@@ -182,9 +191,77 @@ def splits(rank, world, port):
     dist.destroy_process_group()
 
 
+def late_destroy_rank(rank, port):
+    """One rank of the late-destroy check, in a process of its own (this
+    script with --late-destroy RANK PORT): plain env:// init, as a user's
+    script launched by hand."""
+    init_env(rank, 2, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=30))
+    if rank == 0:
+        dist.send(torch.full((1000,), 7.0), 1)
+        dist.destroy_process_group()
+        return
+    got = torch.zeros(1000)
+    dist.recv(got, 0)
+    assert bool((got == 7.0).all()), got[:4]
+    # Rank 0 has exited once its store's port refuses connections.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            time.sleep(0.05)
+        except OSError:
+            break
+    else:
+        raise AssertionError("rank 0's store still answers after 30 s")
+    time.sleep(0.5)  # the connector's wait sees the store close meanwhile
+    print("DESTROY-BEGIN", flush=True)
+    dist.destroy_process_group()
+    print("DESTROY-END", flush=True)
+
+
+def late_destroy():
+    """Runs the two ranks; returns the reports of what went wrong."""
+    port = free_port()
+    cmd = [sys.executable, os.path.abspath(__file__), "--late-destroy"]
+    procs = [subprocess.Popen(cmd + [str(r), str(port)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    reports = []
+    for rank, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+            reports.append((rank, f"did not finish in 90 s:\n{out}"))
+            continue
+        if p.returncode != 0:
+            reports.append((rank, f"exit {p.returncode}:\n{out}"))
+        elif rank == 1:
+            if "DESTROY-END" not in out:
+                reports.append((rank, f"no DESTROY-END:\n{out}"))
+            else:
+                during = out.split("DESTROY-BEGIN", 1)[1].split("DESTROY-END", 1)[0]
+                if during.strip():
+                    reports.append((rank, f"destroy_process_group printed:\n{during}"))
+    return reports
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--late-destroy":
+        late_destroy_rank(int(sys.argv[2]), int(sys.argv[3]))
+        return 0
     require_coil_torch()
     reports, passed = [], 0
+    got = late_destroy()
+    say(f"late destroy after the store's host exited: {'ok' if not got else 'FAILED'}")
+    passed += 0 if got else 1
+    reports += got
     for name, fn, world in (("re-init without leaks", reinit, 2), ("sub-groups", subgroups, 3),
                             ("split_group and new_group with a device_id", splits, 3)):
         got = run_ranks(fn, world, timeout=120)
