@@ -245,8 +245,11 @@ TEST_P(TransportConformance, IdleConnectionsCostNoCpu) {
       const double before = cpuSeconds();
       std::this_thread::sleep_for(std::chrono::milliseconds(600));
       const double used = cpuSeconds() - before;
-      // A spinning helper would burn most of the 600 ms.
-      REQUIRE(used < 0.1, "process used " + std::to_string(used) + " s of CPU while idle");
+      // A spinning helper would burn most of the 600 ms. Not spinning is
+      // not free: ib's three progress threads wake every 100 ms (a safety
+      // net behind their events), and under the rxe suite's emulated CPUs
+      // that came to 0.114 s once (CI, 2026-11-28).
+      REQUIRE(used < 0.25, "process used " + std::to_string(used) + " s of CPU while idle");
     }
     env.boot->barrier();
   }, allOthers, &shared);
