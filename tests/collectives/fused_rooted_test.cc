@@ -57,8 +57,9 @@ void runCases(coilComm_t comm, int rank, int nranks, const std::vector<Collectiv
     const PlacedCall placed = placeCall(c, rank, nranks, send.data(), recv.data());
     ASSERT_EQ(callCollective(c, placed, comm, nullptr), coilSuccess) << coilGetLastError(comm);
     const std::vector<uint8_t> want = collectiveExpected(c, rank, nranks);
-    if (!want.empty())
+    if (!want.empty()) {
       ASSERT_EQ(firstMismatch(c.type, placed.recv, want.data(), outputElems(c, nranks)), SIZE_MAX);
+    }
   }
 }
 
