@@ -419,9 +419,11 @@ TEST_P(DeviceReduce, EveryOpAndCount) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{17}, kBigCount}) {
     const auto a = randomBytes(type(), count, 1);
     const auto b = randomBytes(type(), count, 2);
-    for (coilRedOp_t op : kAllOps)
-      if (coil::reduce::takesType(op, type()))  // no bitwise op on a float type
+    for (coilRedOp_t op : kAllOps) {
+      if (coil::reduce::takesType(op, type())) {  // no bitwise op on a float type
         EXPECT_TRUE(checkReduce(type(), op, codec(), a, b, Offsets{}));
+      }
+    }
   }
 }
 
