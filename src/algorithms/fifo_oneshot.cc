@@ -94,23 +94,16 @@ OneShotState& oneShotState() {
 // xq = blocks[q] and this rank's term from call.input. In place, our input
 // is overwritten by the first kernel call: keep a copy when a later call
 // still needs it (rank >= 2).
-void reduceInRankOrder(const Call& call, int rank, OneShotState& st) {
+void reduceArrivedBlocks(const Call& call, int rank, OneShotState& st) {
   std::vector<const void*>& x = st.blocks;
   const int n = static_cast<int>(x.size());
   x[rank] = call.input;
-  if (n == 1) {  // nothing to reduce, and dividing by one changes nothing
-    if (call.output != call.input) std::memcpy(call.output, call.input, call.bytes);
-    return;
-  }
   if (call.input == call.output && rank >= 2) {
     st.saved.assign(static_cast<const uint8_t*>(call.input),
                     static_cast<const uint8_t*>(call.input) + call.bytes);
     x[rank] = st.saved.data();
   }
-  const reduce::ReduceFn fn = reduce::kernel(call.type, call.reduceOp);
-  fn(call.output, x[0], x[1], call.count);
-  for (int q = 2; q < n; ++q) fn(call.output, call.output, x[q], call.count);
-  if (call.reduceOp == coilAvg) reduce::divider(call.type)(call.output, call.output, call.count, n);
+  reduce::reduceInRankOrder(call.type, call.reduceOp, call.output, x.data(), n, call.count);
 }
 
 // Over every peer's CallerIo, driven by this thread alone. waitAll polls for
@@ -178,7 +171,7 @@ class CallerIoExecutor {
     }
   }
 
-  void reduceBlocks() { reduceInRankOrder(call_, rank_, st_); }
+  void reduceBlocks() { reduceArrivedBlocks(call_, rank_, st_); }
   void done() {}
 
  private:
@@ -252,7 +245,7 @@ class FifoSlotExecutor {
     }
   }
 
-  void reduceBlocks() { reduceInRankOrder(call_, rank_, st_); }
+  void reduceBlocks() { reduceArrivedBlocks(call_, rank_, st_); }
 
   void done() {
     for (int q = 0; q < static_cast<int>(peers_.size()); ++q) {

@@ -81,6 +81,18 @@ uint64_t Communicator::agreementTag(algo::CollKind kind, uint32_t seq) const {
   return algo::Fingerprint{seq + seqSalt_, kind, coilInt8, coilSum, 0}.encode();
 }
 
+bool Communicator::agreementIsOneShot() const {
+  return model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot,
+                          static_cast<size_t>(nranks_) * sizeof(CallRecord));
+}
+
+double Communicator::agreementUs() const {
+  const size_t bytes = static_cast<size_t>(nranks_) * sizeof(CallRecord);
+  return agreementIsOneShot()
+             ? model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, bytes)
+             : model_.predictUs(algo::CollKind::AllGather, tune::Algo::kRing, bytes);
+}
+
 void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
   std::vector<CallRecord> all(static_cast<size_t>(nranks_));
   all[static_cast<size_t>(rank_)] = recordOf(call);
@@ -107,7 +119,7 @@ void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
                       .watch = call.watch,
                       .describe = call.describe};
   };
-  if (model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot, bytes)) {
+  if (agreementIsOneShot()) {
     // An all-gather as the fastest small all-reduce there is (the window,
     // or tcp's express socket): every rank's record in its own block, zeros
     // elsewhere, summed.

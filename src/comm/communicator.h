@@ -197,6 +197,10 @@ class Communicator {
   // (call_agreement.cc): every rank fails if any rank is in another call.
   uint64_t agreementTag(algo::CollKind kind, uint32_t seq) const;
   void agreeOnCall(const algo::Call& call, uint64_t agreementTag);
+  // The agreement's exchange of n records is a one-shot all-reduce (else a
+  // ring all-gather); and what the model predicts it costs.
+  bool agreementIsOneShot() const;
+  double agreementUs() const;
   // A record of the call, as the agreement exchanges it (24 bytes at `at`),
   // and the check of all n records (rank q's at records + 24·q): fails
   // naming both calls when one differs from this rank's.
@@ -249,7 +253,8 @@ class Communicator {
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
-  std::vector<uint64_t> fusedScratch_;       // runFusedRootedCall's exchange
+  std::vector<uint64_t> fusedScratch_;       // runFusedRootedCall's exchange,
+  std::vector<const void*> fusedBlocks_;     // and a reduce's blocks in it
   // The last COIL_FLIGHT_RECORDER_ENTRIES operations; dumped by breakWith.
   FlightRecorder flight_;
   tune::AlgorithmOverride algoOverride_;

@@ -20,12 +20,7 @@ double Communicator::estimateUs(const CollectiveCall& call) const {
   // its data in that step (fused_rooted_call.cc).
   if (const size_t fused = fusedRootedBytes(c, choice.forced))
     return model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, fused);
-  const size_t records = static_cast<size_t>(nranks_) * kCallRecordBytes;
-  const double agreement =
-      model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot, records)
-          ? model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, records)
-          : model_.predictUs(algo::CollKind::AllGather, tune::Algo::kRing, records);
-  return agreement + own;
+  return agreementUs() + own;
 }
 
 // Point-to-point operations of one batch progress together: the batch takes

@@ -126,11 +126,11 @@ bool Communicator::runFusedRootedCall(const algo::Call& call, uint64_t agreement
       break;
     case algo::CollKind::Reduce:
       if (root) {
-        // x0 ⊕ x1 ⊕ … ⊕ x(n-1), in rank order; coilAvg divides once.
-        const reduce::ReduceFn fn = reduce::kernel(call.type, call.reduceOp);
-        fn(out, region, region + S, call.count);
-        for (size_t q = 2; q < n; ++q) fn(out, out, region + q * S, call.count);
-        if (call.reduceOp == coilAvg) reduce::divider(call.type)(out, out, call.count, nranks_);
+        std::vector<const void*>& blocks = fusedBlocks_;
+        blocks.resize(n);
+        for (size_t q = 0; q < n; ++q) blocks[q] = region + q * S;
+        reduce::reduceInRankOrder(call.type, call.reduceOp, out, blocks.data(), nranks_,
+                                  call.count);
       }
       break;
     default:

@@ -7,6 +7,7 @@
 // ISA is used, so one setting can be shared by a mixed cluster and no
 // instruction the CPU lacks is ever executed.
 #include <array>
+#include <cstring>
 #include <string>
 
 #include "core/env.h"
@@ -140,6 +141,18 @@ ReduceFn kernel(coilDataType_t type, coilRedOp_t op) {
 DivideFn divider(coilDataType_t type) {
   checkType(type, "divide kernel");
   return activeTable().divide[type];
+}
+
+void reduceInRankOrder(coilDataType_t type, coilRedOp_t op, void* dst, const void* const* x,
+                       int n, size_t count) {
+  if (n == 1) {  // nothing to reduce, and dividing by one changes nothing
+    if (dst != x[0]) std::memcpy(dst, x[0], count * typeSize(type));
+    return;
+  }
+  const ReduceFn fn = kernel(type, op);
+  fn(dst, x[0], x[1], count);
+  for (int q = 2; q < n; ++q) fn(dst, dst, x[q], count);
+  if (op == coilAvg) divider(type)(dst, dst, count, n);
 }
 
 bool validType(int type) { return type >= 0 && type < coilNumTypes; }

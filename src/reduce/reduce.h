@@ -43,6 +43,14 @@ ReduceFn kernel(coilDataType_t type, coilRedOp_t op);
 /// invalid type.
 DivideFn divider(coilDataType_t type);
 
+/// dst = x[0] op x[1] op ... op x[n-1], element-wise, in that order, then
+/// divided by n once for coilAvg: the one-shot's reduction, which gives
+/// every rank that runs it the same bits. dst may alias x[0] or x[1] only
+/// (a later block would be read after the first kernel call wrote dst).
+/// n >= 1; n == 1 copies x[0] (unless dst is x[0]).
+void reduceInRankOrder(coilDataType_t type, coilRedOp_t op, void* dst, const void* const* x,
+                       int n, size_t count);
+
 /// True for 0 <= type < coilNumTypes.
 bool validType(int type);
 /// True for 0 <= op < coilNumOps (coilAvg and the bitwise ops included).
