@@ -43,6 +43,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: the root puts each piece in its window slot; every rank "
        "copies it out",
        windowPeerBroadcastProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Broadcast, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
+       "no shared window: the call's agreement carries the data; every rank sends its record, "
+       "the root its buffer too, to every rank in one round", nullptr, {}, kNo,
+       rootedOneShotProgram<RootedOneShotTrace>},
       {K::Reduce, "chain", "chainReduce", chainReduce, kSeparate, kOne, kOne, false,
        "a pipelined chain into the root"},
       {K::Reduce, "tree", "treeReduce", treeReduce, kAccumulate, kOne, kOne, false,
@@ -54,6 +58,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: every rank puts each piece in its window slot; the root "
        "reduces all n slots",
        windowPeerReduceProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Reduce, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
+       "no shared window: the call's agreement carries the data; every rank sends its record "
+       "and its input to every rank in one round, the root reduces all n in rank order",
+       nullptr, {}, kNo, rootedOneShotProgram<RootedOneShotTrace>},
       {K::AllGather, "ring", "ringAllGather", ringAllGather, kInPlaceOwnBlock, kOne, kPerRank,
        false, "each block travels once around the ring"},
       {K::AllGather, "hier", "hierarchicalAllGather", hierarchicalAllGather, kInPlaceOwnBlock, kOne,
@@ -98,12 +106,20 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: every rank puts each piece of its block in its window slot; "
        "the root copies all n out",
        windowPeerGatherProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Gather, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kOne, kPerRank, false,
+       "no shared window: the call's agreement carries the data; every rank sends its record "
+       "and its block to every rank in one round, the root keeps all n",
+       nullptr, {}, kNo, rootedOneShotProgram<RootedOneShotTrace>},
       {K::Scatter, "direct", "directScatter", directScatter, kSeparate, kPerRank, kOne, false,
        "the root sends every rank its block"},
       {K::Scatter, "peer", "windowPeerScatterProgram", nullptr, kSeparate, kPerRank, kOne, false,
        "device buffers on one host: the root puts each piece of all n blocks in its window slot; "
        "rank r copies block r's out",
        windowPeerScatterProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Scatter, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kPerRank, kOne, false,
+       "no shared window: the call's agreement carries the data; every rank sends its record, "
+       "the root all n blocks too, to every rank in one round; rank r keeps block r",
+       nullptr, {}, kNo, rootedOneShotProgram<RootedOneShotTrace>},
   };
   return programs;
 }

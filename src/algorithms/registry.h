@@ -22,7 +22,11 @@
 // "registered" programs of all-reduce, all-gather and reduce-scatter (the
 // direct programs) run only on device buffers registered as windows, and
 // the "peer" programs of every other collective only on device buffers
-// through the peer windows' slots (deviceOnly says which).
+// through the peer windows' slots (deviceOnly says which). The "oneshot" of
+// broadcast, reduce, gather and scatter is the rooted one-shot
+// (rooted_oneshot_program.h: run in src/comm/fused_rooted_call.cc, traced
+// by RootedOneShotTrace): their data in their call's agreement, without a
+// shared window.
 #pragma once
 
 #include <string_view>
@@ -31,6 +35,7 @@
 #include "algorithms/fifo_oneshot_trace.h"
 #include "algorithms/fingerprint.h"
 #include "algorithms/primitives.h"
+#include "algorithms/rooted_oneshot_trace.h"
 #include "algorithms/window_trace.h"
 
 namespace coil::algo {
@@ -89,10 +94,14 @@ struct AlgorithmProgram {
   /// A window program for device buffers only: no host engine runs it,
   /// COIL_ALGO cannot name it, coil-sim shows it.
   DeviceOnly deviceOnly = DeviceOnly::kNo;
+  /// The rooted one-shot instead of `program` (broadcast, reduce, gather,
+  /// scatter: "oneshot").
+  RootedOneShotTraceProgram rootedOneShot = nullptr;
   /// Its slots are the ranks' own buffers (registered windows).
   bool readsCallerBuffers() const { return deviceOnly == DeviceOnly::kRegisteredWindows; }
   bool onWindow() const { return windowProgram != nullptr; }
   bool hasFifoForm() const { return withoutWindow.program != nullptr; }
+  bool isRootedOneShot() const { return rootedOneShot != nullptr; }
 };
 
 /// Every registered program, collective by collective.

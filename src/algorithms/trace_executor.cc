@@ -18,6 +18,9 @@ const char* primitiveName(PrimitiveKind kind) {
     case PrimitiveKind::RecvBlock: return "recvBlock";
     case PrimitiveKind::WaitAll: return "waitAll";
     case PrimitiveKind::ReduceBlocks: return "reduceBlocks";
+    case PrimitiveKind::PackExchange: return "pack";
+    case PrimitiveKind::UnpackExchange: return "unpack";
+    case PrimitiveKind::ReduceExchange: return "reduceExchange";
     case PrimitiveKind::Put: return "put";
     case PrimitiveKind::Post: return "post";
     case PrimitiveKind::Wait: return "wait";
@@ -63,10 +66,29 @@ std::string describeWindow(const TraceStep& s) {
   return os.str();
 }
 
+// "pack in[0,+4) -> ex[4]", "unpack ex[4,+4) -> out[0]", "reduceExchange
+// ex n x [+4) -> out[0]".
+std::string describeExchange(const TraceStep& s) {
+  std::ostringstream os;
+  os << primitiveName(s.kind) << ' ';
+  switch (s.kind) {
+    case PrimitiveKind::PackExchange:
+      if (s.count == 0) return os.str() + "record";
+      os << "in[" << s.inOffset << ",+" << s.count << ") -> ex[" << s.offset << ']';
+      break;
+    case PrimitiveKind::UnpackExchange:
+      os << "ex[" << s.inOffset << ",+" << s.count << ") -> out[" << s.offset << ']';
+      break;
+    default: os << "ex n x [+" << s.count << ") -> out[" << s.offset << ']'; break;
+  }
+  return os.str();
+}
+
 }  // namespace
 
 std::string describe(const TraceStep& s, int rank) {
   if (isWindowKind(s.kind)) return describeWindow(s);
+  if (isExchangeKind(s.kind)) return describeExchange(s);
   if (s.kind == PrimitiveKind::WaitAll) return primitiveName(s.kind);  // no span of its own
   std::ostringstream os;
   os << primitiveName(s.kind) << ' ';

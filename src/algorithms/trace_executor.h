@@ -26,6 +26,11 @@ enum class PrimitiveKind {
   WaitAll,       // until every started send has left and every started receive arrived
   ReduceBlocks,  // output [offset,+count) ← ⊕ of blocks 0 … n-1 in rank order,
                  // this rank's own term from its input
+  // The rooted one-shot's (rooted_oneshot_program.h), around the FIFO
+  // one-shot's steps, which there send, receive and reduce the exchange.
+  PackExchange,    // my record, and exchange [offset,+count) ← input [inOffset,+count)
+  UnpackExchange,  // output [offset,+count) ← exchange [inOffset,+count)
+  ReduceExchange,  // output [offset,+count) ← ⊕ of the exchange's n blocks of count
   // The window programs' vocabulary (window_programs.h, window_trace.h).
   Put,             // my slot `slot` [offset,+count) ← input [inOffset, …)
   Post,            // publish `step` (my slot `slot` stamped)
@@ -61,9 +66,15 @@ struct TraceStep {
 /// True for the window kinds (Put … CopyOut).
 inline bool isWindowKind(PrimitiveKind k) { return k >= PrimitiveKind::Put; }
 
-/// True for the FIFO one-shot's own kinds (RecvBlock … ReduceBlocks).
+/// True for the FIFO one-shot's own kinds (RecvBlock … ReduceBlocks) and
+/// the rooted one-shot's (PackExchange … ReduceExchange).
 inline bool isFifoOneShotKind(PrimitiveKind k) {
-  return k >= PrimitiveKind::RecvBlock && k <= PrimitiveKind::ReduceBlocks;
+  return k >= PrimitiveKind::RecvBlock && k <= PrimitiveKind::ReduceExchange;
+}
+
+/// True for the rooted one-shot's own kinds (PackExchange … ReduceExchange).
+inline bool isExchangeKind(PrimitiveKind k) {
+  return k >= PrimitiveKind::PackExchange && k <= PrimitiveKind::ReduceExchange;
 }
 
 /// "recvReduceSend 2->0->1 [4,+2)"

@@ -12,8 +12,9 @@
 //
 // Cost: one small all-reduce of 24 bytes per rank, through the one-shot (the
 // shared window on one host, tcp's express socket otherwise), or a ring
-// all-gather where the one-shot cannot carry n records. Without a window, a
-// small call's data rides in the same one-shot (fused_rooted_call.cc).
+// all-gather where the one-shot cannot carry n records (tune::Model's
+// agreementUs predicts it). Without a window, a small call's data rides in
+// the same one-shot instead: the rooted one-shot (fused_rooted_call.cc).
 // Only broadcast, reduce, gather and scatter pay it; all-reduce, the
 // all-gathers and all-to-all read data from every side, and their
 // fingerprints already catch every disagreement.
@@ -23,6 +24,7 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/fifo_executor.h"
+#include "algorithms/rooted_oneshot_program.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "reduce/reduce.h"
@@ -40,7 +42,7 @@ struct CallRecord {
 
   bool operator==(const CallRecord&) const = default;
 };
-static_assert(sizeof(CallRecord) == 24);  // Communicator::kCallRecordBytes
+static_assert(sizeof(CallRecord) == algo::kCallRecordBytes);
 
 CallRecord recordOf(const algo::Call& call) {
   return CallRecord{static_cast<uint32_t>(call.kind), static_cast<int32_t>(call.type),
@@ -81,18 +83,6 @@ uint64_t Communicator::agreementTag(algo::CollKind kind, uint32_t seq) const {
   return algo::Fingerprint{seq + seqSalt_, kind, coilInt8, coilSum, 0}.encode();
 }
 
-bool Communicator::agreementIsOneShot() const {
-  return model_.available(algo::CollKind::AllReduce, tune::Algo::kOneShot,
-                          static_cast<size_t>(nranks_) * sizeof(CallRecord));
-}
-
-double Communicator::agreementUs() const {
-  const size_t bytes = static_cast<size_t>(nranks_) * sizeof(CallRecord);
-  return agreementIsOneShot()
-             ? model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, bytes)
-             : model_.predictUs(algo::CollKind::AllGather, tune::Algo::kRing, bytes);
-}
-
 void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
   std::vector<CallRecord> all(static_cast<size_t>(nranks_));
   all[static_cast<size_t>(rank_)] = recordOf(call);
@@ -119,7 +109,7 @@ void Communicator::agreeOnCall(const algo::Call& call, uint64_t agreementTag) {
                       .watch = call.watch,
                       .describe = call.describe};
   };
-  if (agreementIsOneShot()) {
+  if (model_.agreementIsOneShot()) {
     // An all-gather as the fastest small all-reduce there is (the window,
     // or tcp's express socket): every rank's record in its own block, zeros
     // elsewhere, summed.

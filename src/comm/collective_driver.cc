@@ -142,7 +142,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
   const MismatchProbe probe(peers_, window_.get(), rank_, call.tag, agreement, describe);
   call.watch.stall = &probe;
   if (agreement != 0) {
-    if (runFusedRootedCall(call, agreement, choice.forced)) return;
+    if (choice.algorithm == tune::Algo::kOneShot) return runRootedOneShot(call, agreement);
     agreeOnCall(call, agreement);
   }
   if (runDirect(call, choice.algorithm)) return;

@@ -197,23 +197,16 @@ class Communicator {
   // (call_agreement.cc): every rank fails if any rank is in another call.
   uint64_t agreementTag(algo::CollKind kind, uint32_t seq) const;
   void agreeOnCall(const algo::Call& call, uint64_t agreementTag);
-  // The agreement's exchange of n records is a one-shot all-reduce (else a
-  // ring all-gather); and what the model predicts it costs.
-  bool agreementIsOneShot() const;
-  double agreementUs() const;
-  // A record of the call, as the agreement exchanges it (24 bytes at `at`),
-  // and the check of all n records (rank q's at records + 24·q): fails
-  // naming both calls when one differs from this rank's.
-  static constexpr size_t kCallRecordBytes = 24;
+  // A record of the call, as the agreement exchanges it
+  // (algo::kCallRecordBytes at `at`), and the check of all n records (rank
+  // q's at records + 24·q): fails naming both calls when one differs from
+  // this rank's.
   static void writeCallRecord(const algo::Call& call, uint8_t* at);
   void checkCallRecords(const algo::Call& call, const uint8_t* records) const;
-  // The agreement and a small rooted call in one one-shot, where there is
-  // no window and COIL_ALGO did not pick the algorithm
-  // (fused_rooted_call.cc). False when it does not apply: run both.
-  bool runFusedRootedCall(const algo::Call& call, uint64_t agreementTag, bool algorithmForced);
-  // The bytes of that one-shot for `call` (records and payload); 0 when the
-  // call is not fused.
-  size_t fusedRootedBytes(const algo::Call& call, bool algorithmForced) const;
+  // The rooted one-shot: the agreement and a small rooted call in one
+  // one-shot, where the tuner (or COIL_ALGO) chose "oneshot" for it
+  // (fused_rooted_call.cc, algorithms/rooted_oneshot_program.h).
+  void runRootedOneShot(const algo::Call& call, uint64_t agreementTag);
   bool runDirect(const algo::Call& call, tune::Algo algorithm);
 
   struct PreMulSum {
@@ -253,7 +246,7 @@ class Communicator {
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer
-  std::vector<uint64_t> fusedScratch_;       // runFusedRootedCall's exchange,
+  std::vector<uint64_t> fusedScratch_;       // runRootedOneShot's exchange,
   std::vector<const void*> fusedBlocks_;     // and a reduce's blocks in it
   // The last COIL_FLIGHT_RECORDER_ENTRIES operations; dumped by breakWith.
   FlightRecorder flight_;

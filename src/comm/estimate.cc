@@ -14,13 +14,9 @@ double Communicator::estimateUs(const CollectiveCall& call) const {
   const algo::Call c = callOf(call);
   const size_t bytes = modelBytes(call.kind, c.bytes, nranks_);
   const tune::Choice choice = tune::choose(model_, call.kind, bytes, algoOverride_, nullptr);
-  const double own = model_.predictUs(call.kind, choice.algorithm, bytes);
-  if (!algo::hasRoot(call.kind) || nranks_ < 2) return own;
-  // A rooted call agrees on the call first (call_agreement.cc), or carries
-  // its data in that step (fused_rooted_call.cc).
-  if (const size_t fused = fusedRootedBytes(c, choice.forced))
-    return model_.predictUs(algo::CollKind::AllReduce, tune::Algo::kOneShot, fused);
-  return agreementUs() + own;
+  // With a rooted call's agreement (call_agreement.cc), unless its data
+  // rides in it (the rooted one-shot).
+  return model_.callUs(call.kind, choice.algorithm, bytes);
 }
 
 // Point-to-point operations of one batch progress together: the batch takes

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "algorithms/registry.h"
+#include "algorithms/rooted_oneshot_program.h"
 #include "core/env.h"
 #include "tune/cost_formulas.h"
 #include "core/error.h"
@@ -275,21 +276,24 @@ const std::vector<Algo>& algorithmsFor(CollKind kind) {
   // A switch, not a map: this runs on every call.
   static const std::vector<Algo> allReduce{Algo::kRing, Algo::kTree, Algo::kOneShot, Algo::kSlice,
                                            Algo::kHier};
-  static const std::vector<Algo> ringTreeHier{Algo::kRing, Algo::kTree, Algo::kHier};
-  static const std::vector<Algo> chainTreeHier{Algo::kChain, Algo::kTree, Algo::kHier};
+  // The rooted collectives' "oneshot" is the rooted one-shot
+  // (algorithms/rooted_oneshot_program.h).
+  static const std::vector<Algo> broadcast{Algo::kRing, Algo::kTree, Algo::kHier, Algo::kOneShot};
+  static const std::vector<Algo> reduce{Algo::kChain, Algo::kTree, Algo::kHier, Algo::kOneShot};
+  static const std::vector<Algo> directOneShot{Algo::kDirect, Algo::kOneShot};
   static const std::vector<Algo> pairwise{Algo::kPairwise}, direct{Algo::kDirect};
   static const std::vector<Algo> barrier{Algo::kRing, Algo::kOneShot};
   static const std::vector<Algo> ringHier{Algo::kRing, Algo::kHier};
   switch (kind) {
     case CollKind::AllReduce: return allReduce;
-    case CollKind::Broadcast: return ringTreeHier;
-    case CollKind::Reduce: return chainTreeHier;
+    case CollKind::Broadcast: return broadcast;
+    case CollKind::Reduce: return reduce;
     case CollKind::AllGather:
     case CollKind::ReduceScatter: return ringHier;
     case CollKind::AllToAll: return pairwise;
     case CollKind::Barrier: return barrier;
     case CollKind::Gather:
-    case CollKind::Scatter:
+    case CollKind::Scatter: return directOneShot;
     case CollKind::SendRecv:
     case CollKind::FailureNotice: return direct;
   }
@@ -305,6 +309,15 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
     case Algo::kHier: return topo_.hosts >= 2 && topo_.largestHost >= 2;
     case Algo::kOneShot:
       if (topo_.nranks < 2) return false;
+      if (algo::hasRoot(kind)) {
+        // The rooted one-shot: not with a shared window (its agreement costs
+        // under a microsecond there), and only while the bytes each rank
+        // sends stay within what was measured to pay (rooted_oneshot_program.h).
+        const size_t payload = rootedPayloadBytes(kind, bytes);
+        return !oneShotUsesWindow() &&
+               (topo_.nranks - 1) * payload <= algo::kRootedOneShotMaxSentBytes &&
+               algo::rootedExchangeBytes(topo_.nranks, payload) <= topo_.fifoSlotBytes;
+      }
       return bytes <= (oneShotUsesWindow() ? topo_.windowSlotBytes : topo_.fifoSlotBytes);
     default: return true;
   }
@@ -375,6 +388,7 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
       break;
     case CollKind::Broadcast:
     case CollKind::Reduce: {
+      if (a == Algo::kOneShot) return rootedOneShotUs(kind, bytes);
       const double chunks = std::max(1.0, std::ceil(S / C));
       const double chunk = std::min(S, C);  // what one hop of a chain moves
       const bool reduces = kind == CollKind::Reduce;
@@ -401,9 +415,43 @@ double Model::predictUs(CollKind kind, Algo a, size_t bytes) const {
                             kind == CollKind::ReduceScatter);
       return ringGatherUs(m, topo_.nranks, S, kind == CollKind::ReduceScatter);
     default:  // all-to-all, gather, scatter, send/recv: (n-1) blocks of S/n
+      if (a == Algo::kOneShot && algo::hasRoot(kind)) return rootedOneShotUs(kind, bytes);
       return (N - 1) * m.alphaUs + f * S * m.betaUsPerB;
   }
   return 1e30;
+}
+
+size_t Model::rootedPayloadBytes(CollKind kind, size_t bytes) const {
+  // The model's bytes are the buffer (broadcast, reduce) or all n blocks
+  // (gather, scatter: comm/model_bytes.h); a reduce's payload holds n blocks.
+  return kind == CollKind::Reduce ? static_cast<size_t>(topo_.nranks) * bytes : bytes;
+}
+
+double Model::rootedOneShotUs(CollKind kind, size_t bytes) const {
+  // The FIFO one-shot of the exchange (records and payload, summed as whole
+  // words), then a reduce's root reduces the payload's n blocks of S.
+  const size_t exchange = algo::rootedExchangeBytes(topo_.nranks, rootedPayloadBytes(kind, bytes));
+  const Cost m = effectiveCost(p_.fifoOneShot, p_.cacheBytes, topo_.nranks, exchange);
+  const double N = topo_.nranks, E = static_cast<double>(exchange);
+  const double rootReduces = kind == CollKind::Reduce ? (N - 1) * static_cast<double>(bytes) : 0.0;
+  return m.alphaUs + (N - 1) * E * m.betaUsPerB + ((N - 1) * E + rootReduces) * m.gammaUsPerB;
+}
+
+bool Model::agreementIsOneShot() const {
+  return available(CollKind::AllReduce, Algo::kOneShot,
+                   static_cast<size_t>(topo_.nranks) * algo::kCallRecordBytes);
+}
+
+double Model::agreementUs() const {
+  const size_t bytes = static_cast<size_t>(topo_.nranks) * algo::kCallRecordBytes;
+  return agreementIsOneShot() ? predictUs(CollKind::AllReduce, Algo::kOneShot, bytes)
+                              : predictUs(CollKind::AllGather, Algo::kRing, bytes);
+}
+
+double Model::callUs(CollKind kind, Algo algorithm, size_t bytes) const {
+  const double own = predictUs(kind, algorithm, bytes);
+  if (!algo::hasRoot(kind) || topo_.nranks < 2 || algorithm == Algo::kOneShot) return own;
+  return agreementUs() + own;
 }
 
 AlgorithmOverride::AlgorithmOverride(const std::string& spec) {
@@ -460,7 +508,7 @@ Choice choose(const Model& model, CollKind kind, size_t bytes, const AlgorithmOv
   bool found = false;
   for (Algo a : algorithmsFor(kind)) {
     if (!model.available(kind, a, bytes)) continue;
-    double us = model.predictUs(kind, a, bytes);
+    double us = model.callUs(kind, a, bytes);
     if (predictions) predictions->push_back({a, us});
     if (!found || us < bestUs) choice.algorithm = a, bestUs = us, found = true;
   }

@@ -128,11 +128,23 @@ class Model {
   const std::string& origin() const { return origin_; }
   /// True when `algorithm` implements `kind` and can run a call of `bytes`
   /// (the per-rank buffer) here: slice needs a window, one-shot a slot
-  /// (window slot or FIFO slot) that holds the whole message.
+  /// (window slot or FIFO slot) that holds the whole message; the rooted
+  /// one-shot no window, a FIFO slot that holds its exchange, and at most
+  /// algo::kRootedOneShotMaxSentBytes of payload sent per rank.
   bool available(algo::CollKind kind, Algo algorithm, size_t bytes) const;
   /// Predicted time of `algorithm` for a call moving `bytes` (the per-rank
-  /// buffer; for all-gather/reduce-scatter the per-rank block × n).
+  /// buffer; for all-gather/reduce-scatter/gather/scatter the per-rank
+  /// block × n): the algorithm alone, without a rooted call's agreement.
   double predictUs(algo::CollKind kind, Algo algorithm, size_t bytes) const;
+  /// What a call costs with `algorithm`: predictUs, plus, for a rooted
+  /// collective whose algorithm is not the rooted one-shot, the agreement
+  /// on the call that runs first (comm/call_agreement.cc). The tuner
+  /// compares these.
+  double callUs(algo::CollKind kind, Algo algorithm, size_t bytes) const;
+  /// The agreement of a rooted call: one one-shot all-reduce of a record
+  /// per rank where the one-shot can carry them, else a ring all-gather.
+  bool agreementIsOneShot() const;
+  double agreementUs() const;
   /// The chunk a FIFO algorithm uses for this call: whole slices, at most
   /// Topology::chunkBytes. The pipelined chains (broadcast ring, reduce)
   /// take the chunk that minimises (n-1 + S/C - 1)·(α + C·b), i.e.
@@ -150,6 +162,10 @@ class Model {
  private:
   friend Choice choose(const Model&, algo::CollKind, size_t, const AlgorithmOverride&,
                        std::vector<Prediction>*);
+  // The rooted one-shot (algorithms/rooted_oneshot_program.h): its
+  // payload in bytes for a call the model sees as `bytes`, and its time.
+  size_t rootedPayloadBytes(algo::CollKind kind, size_t bytes) const;
+  double rootedOneShotUs(algo::CollKind kind, size_t bytes) const;
   void applyTuneFile(const std::string& path);
   void applyTuneEnv(const std::string& spec);
   // One TARGET with its key=value fields; `where` names the source in errors.

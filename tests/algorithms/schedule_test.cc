@@ -270,12 +270,13 @@ TEST_P(Schedule, EveryRankGetsExactlyTheDefinedContributions) {
         for (int root : {0, n - 1, n / 2}) simulate(c, n, count, chunk, root);
 }
 
-// The FIFO programs; the window programs' replay is coil-sim's
-// (tests/tools/sim_test.cc), which knows shared slots.
+// The FIFO programs; the replay of the window programs and of the rooted
+// one-shot is coil-sim's (tests/tools/sim_test.cc), which knows shared
+// slots and the exchange.
 std::vector<AlgorithmProgram> fifoPrograms() {
   std::vector<AlgorithmProgram> fifo;
   for (const AlgorithmProgram& a : algorithmPrograms())
-    if (!a.onWindow()) fifo.push_back(a);
+    if (a.program) fifo.push_back(a);
   return fifo;
 }
 

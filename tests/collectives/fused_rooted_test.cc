@@ -1,10 +1,12 @@
 // Small rooted calls without a shared window carry their data in the call
-// agreement's one-shot (src/comm/fused_rooted_call.cc). These tests check
+// agreement's one-shot: the rooted one-shot, "oneshot" to the tuner and
+// COIL_ALGO (src/comm/fused_rooted_call.cc,
+// src/algorithms/rooted_oneshot_program.h). These tests check
 // the results against the independent reference at awkward sizes, roots,
 // types and ops, in place and out of place, as threads and as processes;
 // and, through coil's own log, that the fused path is the one that ran
-// where it should (tcp, small) and not where it should not (shm's window,
-// a large call, an algorithm forced by COIL_ALGO).
+// where it should (tcp, small; COIL_ALGO=oneshot) and not where it should
+// not (shm's window, a large call, another algorithm forced by COIL_ALGO).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -104,7 +106,12 @@ struct PathCount {
   size_t calls;
 };
 PathCount fusedCalls(const std::string& transport, bool large, const char* algo) {
-  const std::string log = ::testing::TempDir() + "coil_fused_rooted_" + transport + ".log";
+  // A new file each run: coil keeps a log file open while COIL_DEBUG_FILE
+  // stays the same (so that coilResetDebugInit does not truncate it), and
+  // lines written after this one is removed would go to the removed file.
+  static int runs = 0;
+  const std::string log = ::testing::TempDir() + "coil_fused_rooted_" + transport + "_" +
+                          std::to_string(++runs) + ".log";
   std::remove(log.c_str());
   ScopedEnv level("COIL_DEBUG", "INFO");
   ScopedEnv subsys("COIL_DEBUG_SUBSYS", "COLL");
@@ -117,6 +124,7 @@ PathCount fusedCalls(const std::string& transport, bool large, const char* algo)
            [&](coilComm_t comm, int rank) { runCases(comm, rank, kRanks, cases); });
   coilResetDebugInit();
   const size_t fused = countLines(log, kFusedLine);
+  EXPECT_GT(countLines(log, " COLL "), 0u) << "nothing logged: a count of 0 would prove nothing";
   std::remove(log.c_str());
   return {fused, nonEmpty(cases) * kRanks};
 }
@@ -139,6 +147,15 @@ TEST(FusedRootedPath, NotTakenWhenCoilAlgoChoosesTheAlgorithm) {
   const PathCount p = fusedCalls("tcp", false, "broadcast:ring");
   EXPECT_EQ(p.fused, nonEmpty(casesFor(3, false), K::Broadcast) * 3);
   EXPECT_LT(p.fused, p.calls);
+}
+
+// COIL_ALGO=oneshot forces it where it can run, and leaves the rest to the
+// model (said once in the TUNE log, not an error): a large call, the window.
+TEST(FusedRootedPath, ForcedByCoilAlgoWhereItCanRun) {
+  const PathCount small = fusedCalls("tcp", false, "oneshot");
+  EXPECT_EQ(small.fused, small.calls);
+  EXPECT_EQ(fusedCalls("tcp", true, "broadcast:oneshot,reduce:oneshot").fused, 0u);
+  EXPECT_EQ(fusedCalls("shm", false, "oneshot").fused, 0u);
 }
 
 // coilGroupSimulateEnd's estimate of one call, on this rank.

@@ -267,6 +267,81 @@ TEST(Selection, AChainOfASmallMessageCostsItsBytesNotAChunk) {
   EXPECT_NEAR(m.predictUs(CollKind::Reduce, Algo::kChain, 8), 3 * reduceHop, 0.01 * reduceHop);
 }
 
+// The rooted one-shot ("oneshot" of broadcast, reduce, gather, scatter;
+// algorithms/rooted_oneshot_program.h): only without a window, only while
+// each rank sends at most 64 KiB of payload, and costed as the FIFO
+// one-shot of its exchange, where the other algorithms pay the agreement
+// first.
+TEST(Selection, RootedOneShotWithoutAWindowUpTo64KiBSent) {
+  const Model two(tcp(2)), three(tcp(3));
+  EXPECT_TRUE(two.available(CollKind::Broadcast, Algo::kOneShot, 8));
+  EXPECT_TRUE(two.available(CollKind::Broadcast, Algo::kOneShot, 64 << 10));
+  EXPECT_FALSE(two.available(CollKind::Broadcast, Algo::kOneShot, (64 << 10) + 1));
+  // A reduce of S per rank carries n blocks: 3 ranks send 2 × 3 × S.
+  EXPECT_TRUE(three.available(CollKind::Reduce, Algo::kOneShot, 10 << 10));
+  EXPECT_FALSE(three.available(CollKind::Reduce, Algo::kOneShot, 11 << 10));
+  // Gather and scatter: the model's bytes are all n blocks already.
+  EXPECT_TRUE(three.available(CollKind::Gather, Algo::kOneShot, 30 << 10));
+  EXPECT_FALSE(three.available(CollKind::Scatter, Algo::kOneShot, 33 << 10));
+  EXPECT_FALSE(Model(shmWindow(2)).available(CollKind::Broadcast, Algo::kOneShot, 8))
+      << "the window's agreement costs under a microsecond";
+  Topology one = tcp(2);
+  one.nranks = 1;
+  EXPECT_FALSE(Model(one).available(CollKind::Gather, Algo::kOneShot, 8));
+}
+
+TEST(Selection, RootedOneShotCostsTheOneShotOfItsExchange) {
+  const Topology t = tcp(3);
+  const Model m(t);
+  const Cost& c = t.oneShot;
+  // 3 records of 24 bytes, then the payload in whole words.
+  auto oneShotUs = [&](double exchange) {
+    return c.alphaUs + 2 * exchange * (c.betaUsPerB + c.gammaUsPerB);
+  };
+  EXPECT_NEAR(m.predictUs(CollKind::Broadcast, Algo::kOneShot, 5), oneShotUs(72 + 8), 1e-9);
+  EXPECT_NEAR(m.predictUs(CollKind::Gather, Algo::kOneShot, 3 * 16), oneShotUs(72 + 48), 1e-9);
+  // A reduce's root then reduces the n blocks: (n-1)·S more reductions.
+  EXPECT_NEAR(m.predictUs(CollKind::Reduce, Algo::kOneShot, 16),
+              oneShotUs(72 + 48) + 2 * 16 * c.gammaUsPerB, 1e-9);
+  // The others pay the agreement (a one-shot of the 3 records) first.
+  EXPECT_NEAR(m.agreementUs(), oneShotUs(72), 1e-9);
+  EXPECT_NEAR(m.callUs(CollKind::Broadcast, Algo::kTree, 5),
+              m.agreementUs() + m.predictUs(CollKind::Broadcast, Algo::kTree, 5), 1e-9);
+  EXPECT_EQ(m.callUs(CollKind::Broadcast, Algo::kOneShot, 5),
+            m.predictUs(CollKind::Broadcast, Algo::kOneShot, 5));
+  EXPECT_EQ(m.callUs(CollKind::AllReduce, Algo::kRing, 5),
+            m.predictUs(CollKind::AllReduce, Algo::kRing, 5))
+      << "only rooted calls agree first";
+}
+
+// Over tcp's built-in costs every small rooted call rides in its agreement
+// (measured 2.3-5.8x faster at 8 B - 32 KiB, docs/performance.md 4.6);
+// COIL_ALGO can force it, or force another algorithm instead.
+TEST(Selection, SmallRootedCallsOverTcpTakeTheRootedOneShot) {
+  const Model m(tcp(3)), forcing(tcp(3));  // one override per model: it caches its choice
+  const AlgorithmOverride others("broadcast:tree,reduce:chain,gather:direct,scatter:direct");
+  for (CollKind k : {CollKind::Broadcast, CollKind::Reduce, CollKind::Gather, CollKind::Scatter})
+    for (size_t bytes : {size_t{8}, size_t{1} << 10, size_t{8} << 10}) {
+      EXPECT_EQ(choose(m, k, bytes, AlgorithmOverride(), nullptr).algorithm, Algo::kOneShot)
+          << algo::collName(k) << " " << bytes;
+      EXPECT_NE(choose(forcing, k, bytes, others, nullptr).algorithm, Algo::kOneShot)
+          << algo::collName(k) << " " << bytes;
+    }
+  Algo a;
+  EXPECT_TRUE(AlgorithmOverride("broadcast:oneshot").forced(CollKind::Broadcast, &a));
+  EXPECT_EQ(a, Algo::kOneShot);
+  EXPECT_TRUE(AlgorithmOverride("oneshot").forced(CollKind::Scatter, &a));
+  EXPECT_EQ(a, Algo::kOneShot);
+  EXPECT_FALSE(AlgorithmOverride("oneshot").forced(CollKind::AllToAll, &a));
+  // Forced where it cannot run (a window; too large): the model's choice.
+  const Choice windowed =
+      choose(Model(shmWindow(2)), CollKind::Gather, 64, AlgorithmOverride("oneshot"), nullptr);
+  EXPECT_EQ(windowed.algorithm, Algo::kDirect);
+  EXPECT_TRUE(windowed.forcedUnavailable);
+  EXPECT_NE(choose(m, CollKind::Broadcast, 1 << 20, AlgorithmOverride(), nullptr).algorithm,
+            Algo::kOneShot);
+}
+
 // The hierarchical broadcast and reduce: the chain host by host crosses
 // the link H - 1 times; the model takes the flat chain's hops as crossings
 // (ranks dealt to hosts in turn), so across hosts it never prefers the
@@ -279,7 +354,10 @@ TEST(Selection, HierarchicalBroadcastAndReduceAcrossHosts) {
     const Algo flat = k == CollKind::Broadcast ? Algo::kRing : Algo::kChain;
     for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
       EXPECT_LT(m.predictUs(k, Algo::kHier, bytes), m.predictUs(k, flat, bytes)) << bytes;
-      EXPECT_EQ(choose(m, k, bytes, AlgorithmOverride(), nullptr).algorithm, Algo::kHier) << bytes;
+      // 8 bytes ride in the call's agreement (the rooted one-shot: one
+      // round across the link where the chains take two or more).
+      const Algo want = bytes == 8 ? Algo::kOneShot : Algo::kHier;
+      EXPECT_EQ(choose(m, k, bytes, AlgorithmOverride(), nullptr).algorithm, want) << bytes;
     }
   }
   Algo a;

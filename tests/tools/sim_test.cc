@@ -104,6 +104,28 @@ TEST(Simulation, OneShotAcrossHostsRunsOverFifos) {
 
 // The window programs' reads: every peer's slot is read only after the
 // step that filled it was posted, and the one-shot reads every peer once.
+// The rooted one-shot: one round of whole exchanges (n-1 messages per rank,
+// each the same size whoever's data it carries), the records and the data
+// summed, then each rank takes its result; the same on one host or several.
+TEST(Simulation, RootedOneShotSendsWholeExchangesInOneRound) {
+  for (CollKind k : {CollKind::Broadcast, CollKind::Reduce, CollKind::Gather, CollKind::Scatter})
+    for (bool hosts : {false, true}) {
+      Request r = request(k, "oneshot", 4, 3);
+      r.root = 2;
+      const Simulation s = simulate(hosts ? acrossHosts(r) : r);
+      const std::string what = std::string(algo::collName(k)) + (hosts ? " across hosts" : "");
+      EXPECT_EQ(s.form, Form::kExchange) << what;
+      EXPECT_TRUE(s.wrong.empty()) << what;
+      ASSERT_EQ(s.messages.size(), 12u) << what;
+      const size_t payload = k == CollKind::Broadcast ? 3 : 12;
+      for (const Message& m : s.messages) {
+        EXPECT_EQ(m.count, payload) << what;
+        EXPECT_EQ(m.receivedRound, s.messages.front().receivedRound) << what << ": one round";
+      }
+      EXPECT_EQ(s.programs[2].front().kind, algo::PrimitiveKind::PackExchange) << what;
+    }
+}
+
 TEST(Simulation, WindowProgramsReadSlotsAfterTheirStep) {
   const Simulation one = simulate(request(CollKind::AllReduce, "oneshot", 4, 3));
   EXPECT_EQ(one.rounds, 4);  // put, post, wait, reduce
@@ -197,7 +219,9 @@ TEST(Simulation, StepCostsSumToTheTunersFormula) {
                         Case{CollKind::AllReduce, "slice", 30},
                         Case{CollKind::Reduce, "chain", 4}, Case{CollKind::Broadcast, "ring", 4},
                         Case{CollKind::AllGather, "ring", 0},
-                        Case{CollKind::ReduceScatter, "ring", 0}})
+                        Case{CollKind::ReduceScatter, "ring", 0},
+                        Case{CollKind::Broadcast, "oneshot", 0}, Case{CollKind::Reduce, "oneshot", 0},
+                        Case{CollKind::Gather, "oneshot", 0}, Case{CollKind::Scatter, "oneshot", 0}})
     for (int n : {2, 3, 5}) {
       const Request r = request(c.kind, c.algorithm, n, 60, c.chunk);  // n | 60: even chunks
       const Simulation s = simulate(c.acrossHosts ? acrossHosts(r) : r);
@@ -205,7 +229,8 @@ TEST(Simulation, StepCostsSumToTheTunersFormula) {
       for (const RoundCost& rc : roundCosts(s, p)) sum += rc.total();
       const auto tuner = tunerPredictionUs(s, p);
       ASSERT_TRUE(tuner.has_value());
-      const double rootCopy = c.kind == CollKind::Broadcast ? 60 * 4 * p.betaUsPerB : 0.0;
+      const bool chain = c.kind == CollKind::Broadcast && std::string(c.algorithm) == "ring";
+      const double rootCopy = chain ? 60 * 4 * p.betaUsPerB : 0.0;
       EXPECT_NEAR(sum, *tuner + rootCopy, 1e-9 * *tuner)
           << algo::collName(c.kind) << " " << c.algorithm << " n=" << n << " chunk=" << c.chunk
           << (c.acrossHosts ? " across hosts" : "");

@@ -164,11 +164,13 @@ int run(int argc, char** argv) {
   if (req.collective == algo::CollKind::Barrier) req.count = 1;
   // hier follows the hosts (two by default); a window program runs on one
   // host unless --hosts spreads the ranks (then its FIFO form runs, if any).
-  if (algoName == "hier" || (req.algorithm->onWindow() && !hostsSpec.empty())) {
+  const bool hostsMatter = req.algorithm->onWindow() || req.algorithm->isRootedOneShot();
+  if (algoName == "hier" || (hostsMatter && !hostsSpec.empty())) {
     req.hostOf = hostsOf(hostsSpec, req.nranks, ranksGiven);
     req.nranks = static_cast<int>(req.hostOf.size());
   } else if (!hostsSpec.empty()) {
-    bad("--hosts is for --algo hier and the window programs (oneshot, slice)");
+    bad("--hosts is for --algo hier, the window programs (oneshot, slice) and the rooted "
+        "one-shot");
   }
   if (req.nranks < 1 || req.nranks > 64) bad("-n must be in [1, 64]");
   if (req.root < 0 || req.root >= req.nranks) bad("--root must be a rank in [0, " + std::to_string(req.nranks - 1) + "]");

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/rooted_oneshot_program.h"
 #include "coil.h"
 
 namespace coil::sim {
@@ -34,13 +35,25 @@ coilResult_t runOnce(const Request& r, coilComm_t comm, const float* in, float* 
 Measurement measure(const Simulation& s, const std::string& transport, int iterations) {
   const Request& r = s.request;
   Measurement m;
-  // The FIFO one-shot is measured on this host with the window turned off,
-  // which is how the library runs it across hosts; other layouts need hosts.
-  if (spansHosts(r.hostOf) && s.form != Form::kFifo) {
+  // The FIFO one-shot and the rooted one-shot are measured on this host with
+  // the window turned off, which is how the library runs them across hosts;
+  // other layouts need hosts.
+  const bool withoutWindow = s.form == Form::kFifo || s.form == Form::kExchange;
+  if (spansHosts(r.hostOf) && !withoutWindow) {
     m.why = "the ranks of --measure share one host; the simulated hosts cannot be measured here";
     return m;
   }
-  if (s.form == Form::kFifo) setenv("COIL_SHM_WINDOW", "0", 1);
+  if (withoutWindow) setenv("COIL_SHM_WINDOW", "0", 1);
+  if (s.form == Form::kExchange) {
+    const size_t payload = algo::rootedPayloadElems(r.collective, r.nranks, r.count) * sizeof(float);
+    if (static_cast<size_t>(r.nranks - 1) * payload > algo::kRootedOneShotMaxSentBytes) {
+      m.why = "the library runs the rooted one-shot only while each rank sends at most " +
+              std::to_string(algo::kRootedOneShotMaxSentBytes / 1024) +
+              " KiB of data; this call sends " + std::to_string((r.nranks - 1) * payload) +
+              " bytes";
+      return m;
+    }
+  }
   if (r.algorithm->deviceOnly != algo::DeviceOnly::kNo) {
     m.why = std::string(r.algorithm->name) +
             (r.algorithm->readsCallerBuffers()

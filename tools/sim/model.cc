@@ -61,7 +61,7 @@ tune::Model modelFor(const Simulation& s, const tune::Cost& cost, tune::Algo alg
   tune::Model model(topo);
   tune::ModelParams p = model.params();
   if (algorithm == tune::Algo::kOneShot)
-    (s.form == Form::kFifo ? p.fifoOneShot : p.windowOneShot) = cost;
+    (s.form == Form::kWindow ? p.windowOneShot : p.fifoOneShot) = cost;
   if (algorithm == tune::Algo::kSlice) p.slice = cost;
   p.slicePieceBytes = r.chunkElems * r.elementBytes;
   p.lineTransferUs = 0;  // the simulation has no separate line transfer after the flag
@@ -73,7 +73,7 @@ tune::Model modelFor(const Simulation& s, const tune::Cost& cost, tune::Algo alg
 
 CostParams algorithmCosts(const std::string& name, const Simulation& s) {
   const algo::AlgorithmProgram& algorithm = *s.request.algorithm;
-  if (s.form == Form::kFifo) {
+  if (s.form == Form::kFifo || s.form == Form::kExchange) {
     // The tuner's topology takes its FIFO one-shot costs from here
     // (src/comm/communicator.cc: topology.oneShot).
     const transport::LinkCost c = namedTransport(name)->traits().oneShot;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "algorithms/fingerprint.h"
+#include "algorithms/rooted_oneshot_trace.h"
 #include "result_colours.h"
 
 namespace coil::sim {
@@ -32,6 +33,7 @@ struct RankBuffers {
   int slotPostRound[2] = {-1, -1};    // the round each slot was last published
   std::map<int, std::vector<Contributors>> blocks;  // rank q -> block q, once arrived
   std::vector<int> awaited;                         // receives started, not yet waited for
+  std::vector<Contributors> exchange;               // the rooted one-shot's payload
 };
 
 // Bytes a slot's inline lines carry (transports/window.h, Window::kInlineBytes).
@@ -45,6 +47,7 @@ bool spansHosts(const std::vector<int>& hostOf) {
 
 Form formFor(const Request& req) {
   const algo::AlgorithmProgram& a = *req.algorithm;
+  if (a.isRootedOneShot()) return Form::kExchange;
   if (!a.onWindow()) return Form::kPrimitives;
   if (!spansHosts(req.hostOf)) return Form::kWindow;
   if (a.hasFifoForm()) return Form::kFifo;
@@ -98,6 +101,15 @@ Simulation simulate(const Request& req) {
       a.withoutWindow.program(t, shape);
       s.programs.push_back(t.steps());
     }
+  } else if (s.form == Form::kExchange) {
+    // One message per peer: the whole exchange.
+    s.request.chunkElems = algo::rootedPayloadElems(req.collective, n, count);
+    for (int r = 0; r < n; ++r) {
+      const algo::RootedOneShotShape shape{req.collective, r, n, count, req.root};
+      algo::RootedOneShotTrace t(shape);
+      a.rootedOneShot(t, shape);
+      s.programs.push_back(t.steps());
+    }
   } else if (s.form == Form::kWindow) {
     // A window program's chunk is its piece: whole slices for n ranks (one
     // piece by default; a peer program's piece is of one block, whole
@@ -134,6 +146,7 @@ Simulation simulate(const Request& req) {
     const size_t slotElems = std::max(count, s.request.chunkElems) *
                              (a.deviceOnly == algo::DeviceOnly::kPeerWindows ? n : 1);
     for (auto& slot : ranks[r].slots) slot.assign(slotElems, 0);
+    if (s.form == Form::kExchange) ranks[r].exchange.assign(s.request.chunkElems, 0);
     auto& out = ranks[r].output;
     switch (a.layout) {
       case Layout::kSeparate: break;
@@ -279,6 +292,51 @@ Simulation simulate(const Request& req) {
     return true;
   };
 
+  // One step of the rooted one-shot (algorithms/rooted_oneshot_program.h):
+  // its pack, unpack and reduction, and the FIFO one-shot's steps, which
+  // there send and sum the exchange instead of the input and the output.
+  // False while it must wait; *in is the first message it takes, *out the
+  // one it sends (-1: none).
+  auto runExchangeStep = [&](int r, int round, const algo::TraceStep& st, int* in, int* out) {
+    RankBuffers& me = ranks[r];
+    auto span = [&](std::vector<Contributors>& buf, size_t at, size_t len) {
+      if (at + len > buf.size())
+        throw std::logic_error("rank " + std::to_string(r) + " goes outside a buffer");
+      return buf.begin() + static_cast<ptrdiff_t>(at);
+    };
+    switch (st.kind) {
+      case K::PackExchange: {
+        const std::vector<Contributors> mine = read(r, st.inOffset, st.count);
+        std::copy(mine.begin(), mine.end(), span(me.exchange, st.offset, st.count));
+        break;
+      }
+      case K::Send:
+        if (st.count > 0) *out = post(r, st.to, round, 0, me.exchange, false);
+        break;
+      case K::ReduceBlocks:
+        for (const auto& [q, block] : me.blocks)
+          for (size_t i = 0; i < me.exchange.size() && i < block.size(); ++i)
+            me.exchange[i] |= block[i];
+        break;
+      case K::UnpackExchange: {
+        auto from = span(me.exchange, st.inOffset, st.count);
+        std::copy(from, from + static_cast<ptrdiff_t>(st.count), span(me.output, st.offset, st.count));
+        break;
+      }
+      case K::ReduceExchange: {
+        auto to = span(me.output, st.offset, st.count);
+        for (size_t i = 0; i < st.count; ++i) {
+          Contributors sum = 0;
+          for (int q = 0; q < n; ++q) sum |= *span(me.exchange, q * st.count + i, 1);
+          to[static_cast<ptrdiff_t>(i)] = sum;
+        }
+        break;
+      }
+      default: return runFifoOneShotStep(r, round, st, in);  // recvBlock, waitAll
+    }
+    return true;
+  };
+
   snapshot();
   for (int round = 0;; ++round) {
     bool unfinished = false;
@@ -294,6 +352,14 @@ Simulation simulate(const Request& req) {
     for (int r = 0; r < n; ++r) {
       if (pc[r] >= s.programs[r].size()) continue;
       const algo::TraceStep& st = s.programs[r][pc[r]];
+      if (s.form == Form::kExchange) {
+        int in = -1, out = -1;
+        if (!runExchangeStep(r, round, st, &in, &out)) continue;
+        s.actions.push_back({r, pc[r], round, st, in, out});
+        ++pc[r];
+        ran = true;
+        continue;
+      }
       if (algo::isWindowKind(st.kind) || algo::isFifoOneShotKind(st.kind)) {
         int firstIn = -1;
         const bool window = algo::isWindowKind(st.kind);
@@ -386,18 +452,31 @@ std::vector<RoundCost> roundCosts(const Simulation& s, const CostParams& p) {
     } else if (algo::isFifoOneShotKind(act.step.kind)) {
       // One latency for all the blocks a waitAll takes (they travel at
       // once), β for every byte of them over this rank's link; the n-way
-      // reduction is n-1 reductions per byte (one rank: a copy).
+      // reduction is n-1 reductions per byte (one rank: a copy). The rooted
+      // one-shot's messages are its whole exchange, records included, summed
+      // as whole words; its root's reduction of the n blocks costs γ per
+      // byte too; packing and unpacking (local copies of at most 64 KiB) are
+      // left out, as the tuner leaves them out.
+      const int n = s.request.nranks;
+      const bool exchange = s.form == Form::kExchange;
+      auto messageBytes = [&](size_t count) {
+        const double payload = static_cast<double>(count) * esize;
+        return exchange ? static_cast<double>(algo::rootedExchangeBytes(
+                              n, static_cast<size_t>(payload)))
+                        : payload;
+      };
       switch (act.step.kind) {
         case K::WaitAll:
           for (const Message& m : s.messages)
             if (m.to == act.rank && m.receivedRound == act.round)
-              c.betaUs += static_cast<double>(m.count) * esize * p.betaUsPerB;
+              c.betaUs += messageBytes(m.count) * p.betaUsPerB;
           if (act.messageIn >= 0) c.alphaUs = p.alphaUs;
           break;
         case K::ReduceBlocks:
-          if (s.request.nranks == 1) c.betaUs = bytes * p.betaUsPerB;
-          else c.gammaUs = bytes * (s.request.nranks - 1) * p.gammaUsPerB;
+          if (n == 1) c.betaUs = messageBytes(act.step.count) * p.betaUsPerB;
+          else c.gammaUs = messageBytes(act.step.count) * (n - 1) * p.gammaUsPerB;
           break;
+        case K::ReduceExchange: c.gammaUs = bytes * (n - 1) * p.gammaUsPerB; break;
         default: break;
       }
     } else {

@@ -37,8 +37,10 @@ struct Request {
 
 /// Which of its entry's programs a request runs, as the collective driver
 /// would: a window program where the ranks share a window (one host), its
-/// form over FIFOs where they span hosts (algo::FifoForm).
-enum class Form { kPrimitives, kWindow, kFifo };
+/// form over FIFOs where they span hosts (algo::FifoForm); the rooted
+/// one-shot (kExchange) as the library runs it without a window, on one
+/// host or several.
+enum class Form { kPrimitives, kWindow, kFifo, kExchange };
 
 /// The form `request` runs. Throws std::invalid_argument for a window
 /// program without a FIFO form (slice) across hosts.

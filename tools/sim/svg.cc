@@ -53,6 +53,9 @@ const char* abbreviation(K kind) {
     case K::RecvBlock: return "rcvBlk";
     case K::WaitAll: return "wtAll";
     case K::ReduceBlocks: return "redBlk";
+    case K::PackExchange: return "pack";
+    case K::UnpackExchange: return "unpack";
+    case K::ReduceExchange: return "redEx";
     case K::Put: return "put";
     case K::Post: return "post";
     case K::Wait: return "wait";
@@ -67,6 +70,7 @@ constexpr K kAllKinds[] = {K::Send,           K::Recv,         K::RecvReduceSend
                            K::RecvReduceCopySend, K::RecvCopySend, K::RecvReduceCopy,
                            K::RecvReduce,     K::Copy,         K::SendRecv,
                            K::RecvBlock,      K::WaitAll,      K::ReduceBlocks,
+                           K::PackExchange,   K::UnpackExchange, K::ReduceExchange,
                            K::Put,            K::Post,         K::Wait,
                            K::ReduceToOutput, K::ReduceToSlot, K::CopyOut};
 

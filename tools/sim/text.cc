@@ -55,6 +55,12 @@ void printSteps(std::FILE* out, const Simulation& s, const std::vector<RoundCost
     std::fprintf(out, "Each cell: the primitive and its [offset,+count); put writes this rank's slot,"
                       " post/wait are the step handshake,\nreduceTo* read every rank's slot,"
                       " copyOut q:slot reads rank q's; blank: the rank waits\n\n");
+  else if (s.form == Form::kExchange)
+    std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); pack writes this rank's"
+                      " record (and its part of the data)\ninto its exchange, send and recvBlock"
+                      " start moving whole exchanges, waitAll waits for all of them,\nreduceBlocks"
+                      " sums them (n records, then the data), unpack and reduceExchange take this"
+                      " rank's\nresult out of the sum; blank: the rank waits\n\n");
   else if (s.form == Form::kFifo)
     std::fprintf(out, "Each cell: primitive from->rank->to [offset,+count); send and recvBlock only"
                       " start a transfer (into block from),\nwaitAll waits for all of them,"
