@@ -228,6 +228,12 @@ coilResult_t coilCommInitFromEnv(coilComm_t* comm);
 coilResult_t coilCommFinalize(coilComm_t comm);
 
 /// Frees the communicator and its resources. NULL is accepted.
+/// Call it (or coilCommFinalize) before the process ends. A send, or the
+/// root's side of a rooted call, returns once coil holds the data; over tcp
+/// and ib it leaves the process a moment later. At exit() (or a return from
+/// main) coil waits up to 2 s for such data of every live communicator to
+/// leave; _exit(), a fatal signal or Python's os._exit() skip that wait, and
+/// the peers then fail with coilRemoteError.
 coilResult_t coilCommDestroy(coilComm_t comm);
 
 /// Marks the communicator failed and frees it. Safe to call from another

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/comm_create.h"
+#include "api/exit_flush.h"
 #include "api/config.h"
 #include "api/device_calls.h"
 #include "api/group.h"
@@ -37,6 +38,7 @@ void runInit(coilComm* h, UniqueIdData id, CommOptions opts, SharedLinks share) 
                                              std::move(share));
     attachPeerWindows(h);  // collective: device memory the ranks map from each other
   });
+  if (rc == coilSuccess) armExitFlush();  // queued sends leave before an exit() (exit_flush.h)
   h->initState.store(rc);
 }
 

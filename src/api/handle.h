@@ -6,6 +6,8 @@
 // freed only after that call has returned).
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,9 @@ struct coilComm {
   int rank = -1;
   int nranks = 0;
   int device = -1;  // the current CUDA device at init; -1 without one
+  // The process that made it: a child forked later inherits the handle but
+  // none of its threads (api/exit_flush.h).
+  pid_t ownerPid = ::getpid();
 
   // Calls on device buffers (device_calls.h); made at init where a CUDA
   // device is usable. Reset before impl: its destructor runs the bodies

@@ -111,6 +111,13 @@ void bury(coilComm* comm) noexcept {
   }
 }
 
+void forEachLive(const std::function<void(coilComm*)>& visit) {
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  for (const auto& [comm, life] : r.handles)
+    if (life == Life::Live) visit(const_cast<coilComm*>(comm));
+}
+
 bool owned(const coilComm* comm) noexcept {
   if (comm == nullptr) return false;
   Registry& r = registry();

@@ -10,6 +10,8 @@
 // still likely to be around (the shell keeps its error text too).
 #pragma once
 
+#include <functional>
+
 #include "api/handle.h"
 
 namespace coil::api {
@@ -31,6 +33,10 @@ void retire(coilComm* comm);
 /// Frees the communicator behind a retired handle whose calls have all
 /// left, and keeps the shell in quarantine.
 void bury(coilComm* comm) noexcept;
+
+/// Calls `visit` on every live handle, under the registry's shared lock: no
+/// handle retires (so none is freed) while it runs.
+void forEachLive(const std::function<void(coilComm*)>& visit);
 
 /// True while `comm`'s memory is coil's: live, or retired and quarantined.
 /// Only then may an error message be stored on it.

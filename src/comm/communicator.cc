@@ -519,6 +519,25 @@ void Communicator::breakWith(const Error& e) {
   throw e;
 }
 
+namespace {
+
+// Waits until every connection in `conns` has no send left in this process,
+// or until `until`; the ones that still have, in order. Polls every
+// millisecond: it runs only on the way out (a failure notice, exit).
+std::vector<transport::Connection*> waitSent(const std::vector<transport::Connection*>& conns,
+                                             std::chrono::steady_clock::time_point until) {
+  for (transport::Connection* c : conns) c->kick();
+  for (transport::Connection* c : conns)
+    while (!c->sent() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::vector<transport::Connection*> left;
+  for (transport::Connection* c : conns)
+    if (!c->sent()) left.push_back(c);
+  return left;
+}
+
+}  // namespace
+
 void Communicator::noticePeers(const std::string& message) noexcept {
   // Only the thread that broke the communicator gets here (it is the
   // producer of every send FIFO); an abort from another thread only closes.
@@ -536,13 +555,27 @@ void Communicator::noticePeers(const std::string& message) noexcept {
         posted.push_back(c);
       }
     // Bounded: a peer that stopped reading its socket must not hold us up.
-    const auto until = std::chrono::steady_clock::now() + kDeliveryWait;
-    for (transport::Connection* c : posted)
-      while (!c->sent() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    waitSent(posted, std::chrono::steady_clock::now() + kDeliveryWait);
   } catch (...) {
     // Best effort: the close that follows still reaches every peer.
   }
+}
+
+std::vector<int> Communicator::waitUntilSent(std::chrono::steady_clock::time_point until) noexcept {
+  std::vector<int> pending;
+  try {
+    {
+      std::lock_guard<std::mutex> lock(closeMutex_);
+      if (closed_) return pending;  // broken: nothing more will leave
+    }
+    std::vector<transport::Connection*> all;
+    for (transport::Connection* c : peers_)
+      if (c != nullptr) all.push_back(c);
+    for (transport::Connection* c : waitSent(all, until)) pending.push_back(c->peer());
+  } catch (...) {
+    // Out of memory at exit: nothing to wait for that can be named.
+  }
+  return pending;
 }
 
 void Communicator::closeAll() noexcept {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <chrono>
 #include <vector>
 
 #include "algorithms/call.h"
@@ -161,6 +162,11 @@ class Communicator {
   /// Breaks the communicator: closes every connection so blocked peers fail.
   /// Thread-safe; the abort flag itself is set by the owner.
   void closeAll() noexcept;
+  /// Waits, until `until` at most, for everything published on the send
+  /// FIFOs to leave this process (transport::Connection::sent: tcp's proxy
+  /// has written it to the socket). The ranks it still has data queued for.
+  /// Thread-safe: reads the FIFOs' counters only (api/exit_flush.h).
+  std::vector<int> waitUntilSent(std::chrono::steady_clock::time_point until) noexcept;
 
  private:
   void connectPeers(const Deadline& deadline, SharedLinks share);
