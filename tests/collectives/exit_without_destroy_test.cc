@@ -22,6 +22,7 @@
 
 #include "coil.h"
 #include "harness/asan_allocator.h"
+#include "harness/wait_or_kill.h"
 #include "harness/run_ranks.h"
 
 namespace coil::test {
@@ -32,21 +33,6 @@ using Clock = std::chrono::steady_clock;
 enum class What { Send, Broadcast, SendThenForkedChildExits };
 
 float valueAt(size_t i) { return static_cast<float>(i % 1000003); }
-
-// Waits for `pid` until `deadline`; kills it after. Its exit status, or -1
-// when it had to be killed.
-int waitOrKill(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // Rank 0 sends (or broadcasts) `count` floats and calls exit(0) without
 // destroying its communicator; rank 1 receives, checks, destroys.

@@ -25,25 +25,12 @@
 
 #include "coil.h"
 #include "harness/asan_allocator.h"
+#include "harness/wait_or_kill.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Waits for `pid` until `deadline`; kills it after. Its exit status, or -1
-// when it had to be killed.
-int waitOrKill(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using coil::test::waitOrKill;
 
 // A rank of two: init, one all-reduce, destroy.
 [[noreturn]] void runRank(const coilUniqueId& id, int rank) {
