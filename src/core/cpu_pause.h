@@ -52,19 +52,24 @@ class CoreHandover {
 /// the mask as it was: the thread is moved, not bound. Neither a sleep nor
 /// a yield separates two ranks that share a core (2026-11-26, 2 cores: the
 /// kernel wakes a sleeper on its waker's core, and two ranks taking turns
-/// by yielding stayed together for 2000 calls at ~5 µs each). False where
-/// the mask holds no other CPU (a rank bound to one core stays there).
-inline bool moveOffCpu(int cpu) {
+/// by yielding stayed together for 2000 calls at ~5 µs each). Returns the
+/// CPU the thread was moved to (read before the mask is restored: after
+/// that the scheduler may move it anywhere in the mask, `cpu` included), or
+/// -1 where it could not move: the mask holds no other CPU (a rank bound
+/// to one core stays there), or `cpu` is not in it.
+inline int moveOffCpu(int cpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
       !CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2)
-    return false;
+    return -1;
   cpu_set_t others = allowed;
   CPU_CLR(cpu, &others);
-  if (sched_setaffinity(0, sizeof others, &others) != 0) return false;
+  // The kernel migrates the calling thread before this returns.
+  if (sched_setaffinity(0, sizeof others, &others) != 0) return -1;
+  const int landed = sched_getcpu();
   sched_setaffinity(0, sizeof allowed, &allowed);
-  return true;
+  return landed;
 }
 
 }  // namespace coil

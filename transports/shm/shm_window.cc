@@ -255,7 +255,7 @@ class ShmWindow final : public Window {
         const int cpu = sched_getcpu();
         control(rank_)->waitingCpu.store(cpu, std::memory_order_relaxed);
         if (cpu >= 0 && rank_ > q && control(q)->waitingCpu.load(std::memory_order_relaxed) == cpu &&
-            now - lastMove_ > std::chrono::milliseconds(1) && moveOffCpu(cpu))
+            now - lastMove_ > std::chrono::milliseconds(1) && moveOffCpu(cpu) >= 0)
           lastMove_ = now;
       }
       if (!yield_) handover.poll(now);
