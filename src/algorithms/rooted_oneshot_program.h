@@ -63,6 +63,12 @@ constexpr size_t kCallRecordBytes = 24;
 /// (the ranks' sends contend for 2 cores). 64 KiB leaves a margin.
 constexpr size_t kRootedOneShotMaxSentBytes = 64 * 1024;
 
+/// Whether a rank that sends `payloadBytes` to each of the other ranks stays
+/// within kRootedOneShotMaxSentBytes (the tuner's offer, coil-sim's --measure).
+inline bool rootedOneShotWithinCap(int nranks, size_t payloadBytes) {
+  return static_cast<size_t>(nranks - 1) * payloadBytes <= kRootedOneShotMaxSentBytes;
+}
+
 /// One rooted one-shot, as the program sees it.
 struct RootedOneShotShape {
   CollKind kind;  // broadcast, reduce, gather or scatter

@@ -315,7 +315,7 @@ bool Model::available(CollKind kind, Algo algorithm, size_t bytes) const {
         // sends stay within what was measured to pay (rooted_oneshot_program.h).
         const size_t payload = rootedPayloadBytes(kind, bytes);
         return !oneShotUsesWindow() &&
-               (topo_.nranks - 1) * payload <= algo::kRootedOneShotMaxSentBytes &&
+               algo::rootedOneShotWithinCap(topo_.nranks, payload) &&
                algo::rootedExchangeBytes(topo_.nranks, payload) <= topo_.fifoSlotBytes;
       }
       return bytes <= (oneShotUsesWindow() ? topo_.windowSlotBytes : topo_.fifoSlotBytes);

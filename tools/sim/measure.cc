@@ -46,7 +46,7 @@ Measurement measure(const Simulation& s, const std::string& transport, int itera
   if (withoutWindow) setenv("COIL_SHM_WINDOW", "0", 1);
   if (s.form == Form::kExchange) {
     const size_t payload = algo::rootedPayloadElems(r.collective, r.nranks, r.count) * sizeof(float);
-    if (static_cast<size_t>(r.nranks - 1) * payload > algo::kRootedOneShotMaxSentBytes) {
+    if (!algo::rootedOneShotWithinCap(r.nranks, payload)) {
       m.why = "the library runs the rooted one-shot only while each rank sends at most " +
               std::to_string(algo::kRootedOneShotMaxSentBytes / 1024) +
               " KiB of data; this call sends " + std::to_string((r.nranks - 1) * payload) +
