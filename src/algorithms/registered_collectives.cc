@@ -106,12 +106,15 @@ std::vector<Phase> registeredPhases(CollKind kind, const DeviceCall& call,
   const size_t esize = reduce::typeSize(call.type);
   DeviceDirectExecutor executor(call, peerSend, peerRecv, rank, std::move(firstBarrier),
                                 std::move(barrier));
-  const WindowShape shape{rank, nranks, call.count,
-                          std::max<size_t>(1, kDeviceSliceAlignBytes / esize), 0, false};
+  const WindowShape shape{rank,  nranks, call.count, std::max<size_t>(1, kDeviceSliceAlignBytes / esize),
+                          0,     false,  call.root};
   switch (kind) {
     case CollKind::AllReduce: windowDirectProgram(executor, shape); break;
     case CollKind::AllGather: windowDirectAllGatherProgram(executor, shape); break;
     case CollKind::ReduceScatter: windowDirectReduceScatterProgram(executor, shape); break;
+    case CollKind::Broadcast: windowDirectBroadcastProgram(executor, shape); break;
+    case CollKind::Reduce: windowDirectReduceProgram(executor, shape); break;
+    case CollKind::AllToAll: windowDirectAllToAllProgram(executor, shape); break;
     default: fail(coilInternalError, "no registered program for ", collName(kind));
   }
   return executor.takePhases();

@@ -11,8 +11,12 @@
 //   copy every other rank's slice of its output into mine      | barrier
 //
 // the all-gather: my block into my output | barrier | every other block
-// from its owner's output | barrier; the reduce-scatter: | barrier | my
-// block of every rank's input into my output | barrier.
+// from its owner's output | barrier; the broadcast: (the root) its input
+// into its output | barrier | (the others) the root's output into mine |
+// barrier; the reduce-scatter, the reduce and the all-to-all: | barrier |
+// what I read of the peers' inputs (my block of every rank's, reduced; at
+// the root, every rank's input, reduced; block r of every rank's into its
+// block) | barrier.
 //
 // A reduction is one chain kernel over the n terms in rank order (the host
 // engine's bits, device_reduce.h). The first barrier is the caller's
@@ -27,7 +31,7 @@
 // S / n, the copies read and write (n - 1) S / n. docs/performance.md §4.14
 // compares it with the peer windows' path, which copies every input into a
 // slot first. coil-sim shows them: `coil-sim allreduce --algo registered`
-// (allgather, reducescatter too).
+// (allgather, reducescatter, broadcast, reduce, alltoall too).
 #pragma once
 
 #include <functional>
@@ -39,12 +43,13 @@
 
 namespace coil::algo {
 
-/// The phases of one call of `kind` (AllReduce, AllGather or ReduceScatter;
-/// call.count as the C API's: per rank's block for the last two) on rank
-/// `rank`. `peerSend[q]` and `peerRecv[q]` are rank q's buffers as mapped in
-/// this process (this rank's own at [rank]); those the program does not
-/// read may be null (the peers' inputs of an all-gather, their outputs of a
-/// reduce-scatter). At least 2 ranks.
+/// The phases of one call of `kind` (any collective but the gather, the
+/// scatter and the barrier; call.count as the C API's: per rank's block where there are
+/// blocks) on rank `rank`. `peerSend[q]` and `peerRecv[q]` are rank q's
+/// buffers as mapped in this process (this rank's own at [rank]); those the
+/// program does not read may be null (the peers' inputs of an all-gather or
+/// a broadcast, their outputs of the others but the all-reduce). At least 2
+/// ranks.
 std::vector<device::StagedStream::Phase> registeredPhases(
     CollKind kind, const DeviceCall& call, const std::vector<const void*>& peerSend,
     const std::vector<const void*>& peerRecv, int rank, std::function<void()> firstBarrier,

@@ -43,6 +43,11 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: the root puts each piece in its window slot; every rank "
        "copies it out",
        windowPeerBroadcastProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Broadcast, "registered", "windowDirectBroadcastProgram", nullptr, kSeparate, kOne, kOne,
+       false,
+       "device buffers registered as windows: the root places its input in its output; every "
+       "other rank copies it from there",
+       windowDirectBroadcastProgram<WindowTrace>, {}, kRegisteredWindows},
       {K::Broadcast, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
        "no shared window: the call's agreement carries the data; every rank sends its record, "
        "the root its buffer too, to every rank in one round", nullptr, {}, kNo,
@@ -58,6 +63,10 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: every rank puts each piece in its window slot; the root "
        "reduces all n slots",
        windowPeerReduceProgram<WindowTrace>, {}, kPeerWindows},
+      {K::Reduce, "registered", "windowDirectReduceProgram", nullptr, kSeparate, kOne, kOne, false,
+       "device buffers registered as windows: the root reduces every rank's input where it "
+       "lies",
+       windowDirectReduceProgram<WindowTrace>, {}, kRegisteredWindows},
       {K::Reduce, "oneshot", "rootedOneShotProgram", nullptr, kSeparate, kOne, kOne, false,
        "no shared window: the call's agreement carries the data; every rank sends its record "
        "and its input to every rank in one round, the root reduces all n in rank order",
@@ -100,6 +109,11 @@ const std::vector<AlgorithmProgram>& algorithmPrograms() {
        "device buffers on one host: every rank puts each piece of all n blocks in its window "
        "slot; rank r copies block r's out of every slot",
        windowPeerAllToAllProgram<WindowTrace>, {}, kPeerWindows},
+      {K::AllToAll, "registered", "windowDirectAllToAllProgram", nullptr, kSeparate, kPerRank,
+       kPerRank, false,
+       "device buffers registered as windows: rank r copies block r of every rank's input "
+       "where it lies",
+       windowDirectAllToAllProgram<WindowTrace>, {}, kRegisteredWindows},
       {K::Gather, "direct", "directGather", directGather, kSeparate, kOne, kPerRank, false,
        "every rank sends its block to the root"},
       {K::Gather, "peer", "windowPeerGatherProgram", nullptr, kSeparate, kOne, kPerRank, false,

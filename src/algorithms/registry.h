@@ -19,8 +19,8 @@
 // window program and, as its form without a window, the FIFO program; the
 // driver runs the first where the ranks share a window (one host), the
 // second where they do not (across hosts, or COIL_SHM_WINDOW=0). The
-// "registered" programs of all-reduce, all-gather and reduce-scatter (the
-// direct programs) run only on device buffers registered as windows, and
+// "registered" programs of every collective but the gather and the scatter
+// (the direct programs) run only on device buffers registered as windows, and
 // the "peer" programs of every other collective only on device buffers
 // through the peer windows' slots (deviceOnly says which). The "oneshot" of
 // broadcast, reduce, gather and scatter is the rooted one-shot

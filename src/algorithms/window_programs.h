@@ -43,7 +43,7 @@
 //   slice     2·⌈S/P⌉·α + (2n-1)/n·S·β + (n-1)/n·S·γ
 //   direct    3·α + (n-1)/n·S·β + (n-1)/n·S·γ   (device windows only, below;
 //             all-gather 2·α + (n-1)·B·β, reduce-scatter 2·α + (n-1)·B·γ for
-//             blocks of B bytes)
+//             blocks of B bytes; the others 2·α and what each program says)
 //   peer      the other collectives through the slots (device peer windows
 //             only, at the end of this file): ⌈B/P⌉ + 1 handshakes and, per
 //             rank, at most (n+1)·B·β and (n-1)·B·γ (each program says)
@@ -64,7 +64,7 @@ struct WindowShape {
                       // ranks never write the same line of a slot or the output
   size_t pieceElems;  // slice: elements per piece (whole line-slices for n ranks)
   bool inlined;       // one-shot: the input fits a slot's inline lines
-  int root = 0;       // the peer programs' broadcast, reduce, gather and scatter
+  int root = 0;       // the rooted collectives' (peer and direct programs)
 };
 
 /// Where a reduction's own term comes from.
@@ -181,24 +181,93 @@ void windowDirectAllGatherProgram(Executor& w, const WindowShape& s) {
   w.done();
 }
 
-/// Direct reduce-scatter (device windows only; count: elements a rank
-/// gets). Rank r reduces block r of every rank's input, where it lies, into
-/// its output; its own term is block r of its own input (in place that is
-/// its output: the one-launch chain allows it). Only the inputs need to be
-/// windows. The second step ends the call: until then a peer may still
-/// read this rank's input.
+/// Direct broadcast: the root's output is read (so, as for the all-gather,
+/// only the outputs need to be windows: every rank passes one, where only
+/// the root passes an input). The root first places its input in its
+/// output (nothing to do in place); once it has, every other rank copies
+/// the root's output into its own. The second step ends the call: until
+/// then a peer may still read the root's output. Per rank: 2·α + B·β (the
+/// root, in place, none).
 template <class Executor>
-void windowDirectReduceScatterProgram(Executor& w, const WindowShape& s) {
-  constexpr int kInput = 0;
-  const size_t mine = static_cast<size_t>(s.rank) * s.count;
+void windowDirectBroadcastProgram(Executor& w, const WindowShape& s) {
+  constexpr int kInput = 0, kOutput = 1;
+  const uint32_t step = w.nextStep();
+  if (s.rank == s.root && s.count != 0) w.copyOut(s.root, kInput, 0, 0, s.count);
+  w.post(step, kOutput);  // the root's output holds the data
+  w.wait(step, 0);
+  w.joined();
+  if (s.rank != s.root && s.count != 0) w.copyOut(s.root, kOutput, 0, 0, s.count);
+  w.post(step + 1, kInput);  // I read no peer any more
+  w.wait(step + 1, 0);
+  w.done();
+}
+
+// The direct programs that read only inputs (device windows only): the
+// reduce-scatter, the reduce and the all-to-all. Each reads
+// the peers' inputs where they lie, so only the inputs need to be windows
+// (at the same place on every rank: a rank reads its peers at its own
+// offsets), and each writes only its own output. Two steps: "my input is
+// ready to be read", then "I read no peer any more"; until every rank has
+// posted the second, a peer may still read this rank's input. In place
+// works (an all-to-all never runs in place: the C API refuses it, and its
+// output would be the input its peers read). count: a rank's block
+// where there are blocks, as the C API's. There is no direct scatter (its
+// root's input is the one buffer read, and the other ranks pass none, so
+// they could not tell alone that the call runs on windows) and no direct
+// gather (the root's input in place is its block of its output, at
+// another place in the window than the other ranks' inputs).
+
+// Calls `read` between the two steps. The second stamps the output, which
+// no peer reads: a peer still reading this rank's input reads what the
+// first step published.
+template <class Executor, class Read>
+void windowDirectRead(Executor& w, Read&& read) {
+  constexpr int kInput = 0, kOutput = 1;
   const uint32_t step = w.nextStep();
   w.post(step, kInput);  // my input is ready to be read
   w.wait(step, 0);
   w.joined();
-  if (s.count != 0) w.reduceToOutput(kInput, mine, 0, s.count, OwnTerm::kSlot, false);
-  w.post(step + 1, kInput);  // I read no peer any more
+  read();
+  w.post(step + 1, kOutput);  // I read no peer any more
   w.wait(step + 1, 0);
   w.done();
+}
+
+/// Direct reduce-scatter (device windows only; count: elements a rank
+/// gets). Rank r reduces block r of every rank's input, where it lies, into
+/// its output; its own term is block r of its own input (in place that is
+/// its output: the one-launch chain allows it). Only the inputs need to be
+/// windows.
+template <class Executor>
+void windowDirectReduceScatterProgram(Executor& w, const WindowShape& s) {
+  const size_t mine = static_cast<size_t>(s.rank) * s.count;
+  windowDirectRead(w, [&] {
+    if (s.count != 0) w.reduceToOutput(0, mine, 0, s.count, OwnTerm::kSlot, false);
+  });
+}
+
+/// Direct reduce: the root reduces every rank's input, in rank order, into
+/// its output; its own term is its input. Per rank: 2·α; the root also
+/// (n-1)·B·γ.
+template <class Executor>
+void windowDirectReduceProgram(Executor& w, const WindowShape& s) {
+  windowDirectRead(w, [&] {
+    if (s.rank == s.root && s.count != 0)
+      w.reduceToOutput(0, 0, 0, s.count, OwnTerm::kInput, false);
+  });
+}
+
+/// Direct all-to-all (count: elements per block): rank r copies block r
+/// of every rank's input into block q of its output. Per rank: 2·α +
+/// n·B·β, against the peer program's 2·n·B·β and ⌈B/P⌉ + 1 handshakes.
+template <class Executor>
+void windowDirectAllToAllProgram(Executor& w, const WindowShape& s) {
+  windowDirectRead(w, [&] {
+    if (s.count != 0)
+      for (int q = 0; q < s.nranks; ++q)
+        w.copyOut(q, 0, static_cast<size_t>(s.rank) * s.count, static_cast<size_t>(q) * s.count,
+                  s.count);
+  });
 }
 
 // The peer programs: every other collective through the slots, pipelined

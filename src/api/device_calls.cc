@@ -1,9 +1,11 @@
 #include "api/device_calls.h"
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/guard.h"
@@ -148,7 +150,10 @@ namespace {
 // the largest and smallest over the ranks, in one all-reduce. Ranks that
 // disagree would otherwise run different numbers of phases over each
 // other's slots, or read their peers at the wrong places; they fail before
-// anyone reads.
+// anyone reads. The first step of a call on the peer windows compares the
+// same five values (no window: #0), so ranks of which some found their
+// buffers in windows and others not fail that call, saying so, where they
+// would otherwise run different programs into each other.
 void barrierOfTheSameCall(coilComm* comm, std::span<const uint64_t> values,
                           const std::string& name) {
   try {
@@ -169,8 +174,9 @@ void barrierOfTheSameCall(coilComm* comm, std::span<const uint64_t> values,
       if (most[i] != ~most[n + i])
         fail(coilInvalidUsage, "the ranks' buffers sit at different places in their windows ",
              "(here: input at byte ", values[2], " of window #", values[1], ", output at byte ",
-             values[4], " of window #", values[3], "; #0: not read by the peers); a call on ",
-             "windows reads its peers at its own offsets, so every rank passes the same places");
+             values[4], " of window #", values[3], "; #0: not in a window, or not read by the ",
+             "peers); a call on windows reads its peers at its own offsets, so every rank passes ",
+             "the same places");
   } catch (const Error& e) {
     throw Error(e.code(), name + " (enqueued on a stream): " + e.what());
   }
@@ -185,8 +191,12 @@ void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t st
   // The root is part of the fingerprint (as the host engine's): ranks that
   // disagree on it fail instead of reading the wrong rank's slot.
   const uint64_t tag = algo::callTag(0, call.kind, call.type, call.op, call.count, call.root);
-  auto barrier = [comm, tag, name = std::string(what)] {
-    barrierOfTheSameCall(comm, std::span(&tag, 1), name);
+  // The first barrier as a call on windows makes it, with no window.
+  auto first = std::make_shared<bool>(true);
+  auto barrier = [comm, tag, first, name = std::string(what)] {
+    const std::array<uint64_t, 5> places = {tag, 0, 0, 0, 0};
+    barrierOfTheSameCall(comm, std::span(places).first(std::exchange(*first, false) ? 5 : 1),
+                         name);
   };
   const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count,
                                 call.type,     call.op,      call.root};
@@ -229,7 +239,10 @@ void enqueuePeerP2p(coilComm* comm, const std::vector<P2pCall>& calls, coilStrea
 void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
                            const RegisteredCall& windows, coilStream_t stream, const char* what) {
   Communicator& c = usable(comm);
-  const uint64_t tag = algo::Fingerprint{1, call.kind, call.type, call.op, call.count}.encode();
+  // The root is in it: ranks that disagree on it fail the call's first
+  // barrier. As the peer windows' (enqueuePeerCall), whose first barrier
+  // compares the same places, with no window.
+  const uint64_t tag = algo::callTag(0, call.kind, call.type, call.op, call.count, call.root);
   // Window #0: a buffer the peers do not read, which may be anywhere.
   const std::array<uint64_t, 5> places = {
       tag, windows.send ? windows.send->id : 0, windows.send ? windows.sendOffset : 0,
@@ -245,7 +258,8 @@ void enqueueRegisteredCall(coilComm* comm, const CollectiveCall& call,
   }
   peerSend[rank] = call.sendbuff;
   peerRecv[rank] = call.recvbuff;
-  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count, call.type, call.op};
+  const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count,
+                                call.type,     call.op,      call.root};
   stagedStreamOf(comm).enqueuePhases(
       algo::registeredPhases(
           call.kind, device, peerSend, peerRecv, c.rank(),

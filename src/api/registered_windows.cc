@@ -240,18 +240,27 @@ std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const Colle
   // path (the same answer everywhere).
   if (comm->nranks > device::kChainSourcesPerLaunch) return std::nullopt;
   if (rw == nullptr || rw->live.empty()) return std::nullopt;
-  // Which buffers the peers read: an all-reduce both, an all-gather the
-  // outputs, a reduce-scatter the inputs.
+  // Which buffers the peers read: an all-reduce both, an all-gather and a
+  // broadcast the outputs (the root places its input in its output), the
+  // others the inputs. Every rank decides alone and must decide alike, at
+  // the same place in its window: so never on a buffer only the root
+  // passes (a scatter's input), nor on a gather's inputs (the root's, in
+  // place, is its block of its output).
   bool readsInput = false, readsOutput = false;
   switch (call.kind) {
     case algo::CollKind::AllReduce: readsInput = readsOutput = true; break;
-    case algo::CollKind::AllGather: readsOutput = true; break;
-    case algo::CollKind::ReduceScatter: readsInput = true; break;
+    case algo::CollKind::AllGather:
+    case algo::CollKind::Broadcast: readsOutput = true; break;
+    case algo::CollKind::ReduceScatter:
+    case algo::CollKind::Reduce:
+    case algo::CollKind::AllToAll: readsInput = true; break;
     default: return std::nullopt;
   }
-  if (readsInput && call.op >= coilNumOps) return std::nullopt;
-  if (std::max(use.sendBytes, use.recvBytes) < std::max<size_t>(rw->minBytes, 1))
-    return std::nullopt;
+  if (algo::reduces(call.kind) && call.op >= coilNumOps) return std::nullopt;
+  // The size of what the peers read, which every rank's call gives alike
+  // (a gather's root passes n blocks of output, the others none).
+  const size_t readBytes = readsInput ? use.sendBytes : use.recvBytes;
+  if (readBytes < std::max<size_t>(rw->minBytes, 1)) return std::nullopt;
   RegisteredCall found{nullptr, 0, nullptr, 0};
   for (const auto& w : rw->live) {
     if (!w->mapped()) continue;

@@ -2,7 +2,8 @@
 // together (coilCommWindowRegister, as ncclCommWindowRegister) and every
 // other rank on the host maps, so that an all-reduce on them reads the
 // peers' inputs and outputs where they are, with no copy into a slot; so
-// do all-gathers and reduce-scatters (algorithms/registered_collectives.h).
+// do all-gathers, reduce-scatters, broadcasts, reduces and all-to-alls
+// (algorithms/registered_collectives.h).
 //
 // Registration is collective. Each rank finds the CUDA allocation holding
 // its buffer and exports it (legacy IPC: cudaIpcGetMemHandle of the
@@ -87,9 +88,11 @@ struct RegisteredCall {
   size_t recvOffset;
 };
 /// The windows of a call that runs in place on them: an all-reduce whose
-/// input and output lie in mapped windows, an all-gather whose output
-/// does, a reduce-scatter whose input does (built-in ops, at least
-/// minBytes, not in a group, at most 8 ranks); nothing for any other call.
+/// input and output lie in mapped windows, an all-gather or a broadcast
+/// whose output does, a reduce-scatter, a reduce or an all-to-all whose
+/// input does (built-in ops, at least minBytes read, not in a
+/// group, at most 8 ranks); nothing for any other call (a gather, a
+/// scatter: window_programs.h says why).
 /// Local: the first barrier of the call checks that every rank found the
 /// same (algorithms/registered_collectives.h).
 std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const CollectiveCall& call,

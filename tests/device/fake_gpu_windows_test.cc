@@ -1,9 +1,9 @@
 // Windows (coilCommWindowRegister, api/registered_windows.h) on the fake
 // GPU (fake_device.cc): each rank's buffers registered together, mapped by
 // the others (legacy IPC handles opened through /proc between processes;
-// the address as is between threads), and the all-reduce, all-gather and
-// reduce-scatter that read the peers' buffers in place
-// (algorithms/registered_collectives.h). Ranks as threads and as
+// the address as is between threads), and the all-reduce, all-gather,
+// reduce-scatter, broadcast, reduce and all-to-all that read the peers'
+// buffers in place (algorithms/registered_collectives.h). Ranks as threads and as
 // processes, over shm and tcp, at awkward sizes and rank counts, in place
 // and out, checked bit for bit against the reference; then the ways
 // registration and calls must fail: different sizes, a bad buffer on one
@@ -158,6 +158,91 @@ void gatherAndScatterEveryCase(coilComm_t comm, int rank, int nranks, TwoWindows
   device::destroyStream(stream);
 }
 
+// Broadcasts, reduces and all-to-alls on windows: the buffers the peers
+// read in a window (a broadcast's outputs, the inputs of the others), the
+// other buffer plain or in place, and the ranks that are not the root
+// passing no buffer they do not use; two roots, every element checked.
+void rootedAndAllToAllEveryCase(coilComm_t comm, int rank, int nranks, TwoWindows& w,
+                                bool onWindows) {
+  device::Stream stream = device::createStream();
+  constexpr size_t kAt = 128;  // the same place in the windows on every rank
+  auto expectRun = [&](uint64_t before, bool windows) {
+    EXPECT_EQ(comm->windows->callsRun.load() - before, windows ? 1u : 0u);
+    device::syncStream(stream);
+    ASSERT_EQ(asyncErrorOf(comm), coilSuccess) << coilGetLastError(comm);
+  };
+  for (size_t count : {size_t{1}, size_t{7}, size_t{131}, size_t{1000}})
+    for (bool inPlace : {false, true})
+      for (int root : {0, nranks - 1}) {
+        SCOPED_TRACE(::testing::Message() << "count " << count << (inPlace ? " in place" : "")
+                                          << " root " << root);
+        const bool isRoot = rank == root;
+        const size_t bytes = count * sizeof(int32_t);
+        auto valueAt = [](size_t i, int a, int b) {
+          return a * 1000000 + b * 10000 + static_cast<int32_t>(i);
+        };
+
+        // Broadcast: every output is the root's values, over stale bytes.
+        uint8_t* out = w.outBase() + kAt;
+        std::memset(out, 0xEE, bytes);
+        DeviceBuffer plainInput(bytes);
+        uint8_t* send = isRoot ? (inPlace ? out : plainInput.get()) : nullptr;
+        for (size_t i = 0; isRoot && i < count; ++i) {
+          const int32_t v = valueAt(i, root, 7);
+          std::memcpy(send + i * sizeof v, &v, sizeof v);
+        }
+        uint64_t before = comm->windows->callsRun.load();
+        ASSERT_EQ(coilBroadcast(send, out, count, coilInt32, root, comm, stream), coilSuccess)
+            << coilGetLastError(comm);
+        expectRun(before, onWindows);
+        for (size_t i = 0; i < count; ++i) {
+          int32_t got = 0;
+          std::memcpy(&got, out + i * sizeof got, sizeof got);
+          ASSERT_EQ(got, valueAt(i, root, 7)) << "broadcast element " << i;
+        }
+
+        // Reduce, two types and ops, against the reference.
+        for (auto [type, op] : {std::pair{coilFloat32, coilSum}, std::pair{coilInt64, coilMax}}) {
+          SCOPED_TRACE(::testing::Message() << "reduce " << nameOf(type) << " " << nameOf(op));
+          const auto in = makeInput(type, op, rank, nranks, count);
+          const auto want = makeExpected(type, op, nranks, count);
+          uint8_t* inputs = w.inBase() + kAt;
+          std::memcpy(inputs, in.data(), in.size());
+          DeviceBuffer plainOutput(in.size());
+          uint8_t* recv = isRoot ? (inPlace ? inputs : plainOutput.get()) : nullptr;
+          before = comm->windows->callsRun.load();
+          ASSERT_EQ(coilReduce(inputs, recv, count, type, op, root, comm, stream), coilSuccess)
+              << coilGetLastError(comm);
+          expectRun(before, onWindows);
+          if (isRoot) {
+            ASSERT_EQ(firstMismatch(type, recv, want.data(), count), SIZE_MAX);
+          }
+        }
+
+        // All-to-all (no root, never in place): block q of rank r's output
+        // is block r of rank q's input.
+        if (root != 0 || inPlace) continue;
+        uint8_t* inputs = w.inBase() + kAt;
+        for (int q = 0; q < nranks; ++q)
+          for (size_t i = 0; i < count; ++i) {
+            const int32_t v = valueAt(i, rank, q);
+            std::memcpy(inputs + q * bytes + i * sizeof v, &v, sizeof v);
+          }
+        uint8_t* outputs = w.outBase() + kAt;
+        before = comm->windows->callsRun.load();
+        ASSERT_EQ(coilAlltoAll(inputs, outputs, count, coilInt32, comm, stream), coilSuccess)
+            << coilGetLastError(comm);
+        expectRun(before, onWindows);
+        for (int q = 0; q < nranks; ++q)
+          for (size_t i = 0; i < count; ++i) {
+            int32_t got = 0;
+            std::memcpy(&got, outputs + q * bytes + i * sizeof got, sizeof got);
+            ASSERT_EQ(got, valueAt(i, q, rank)) << "all-to-all block " << q << " element " << i;
+          }
+      }
+  device::destroyStream(stream);
+}
+
 class FakeGpuWindows : public ::testing::TestWithParam<RankSetup> {};
 
 TEST_P(FakeGpuWindows, CollectivesReadThePeersBuffersInPlace) {
@@ -172,6 +257,7 @@ TEST_P(FakeGpuWindows, CollectivesReadThePeersBuffersInPlace) {
     EXPECT_EQ(w.out->mapped(), mapped);
     allReduceEveryCase(comm, rank, s.nranks, w, mapped);
     gatherAndScatterEveryCase(comm, rank, s.nranks, w, mapped);
+    rootedAndAllToAllEveryCase(comm, rank, s.nranks, w, mapped);
 
     // Deregistered: the same buffers take the other paths, as right.
     ASSERT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
@@ -179,6 +265,7 @@ TEST_P(FakeGpuWindows, CollectivesReadThePeersBuffersInPlace) {
     EXPECT_TRUE(comm->windows->live.empty());
     allReduceEveryCase(comm, rank, s.nranks, w, false);
     gatherAndScatterEveryCase(comm, rank, s.nranks, w, false);
+    rootedAndAllToAllEveryCase(comm, rank, s.nranks, w, false);
   });
 }
 
@@ -274,6 +361,50 @@ TEST(FakeGpuWindowsRefused, BuffersAtDifferentPlacesFailTheCallOnEveryRank) {
         << coilGetLastError(comm);
     device::destroyStream(stream);
     // The call failed, the communicator did not: the windows go as usual.
+    EXPECT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
+    EXPECT_EQ(coilCommWindowDeregister(comm, w.out), coilSuccess) << coilGetLastError(comm);
+  });
+}
+
+// Rooted calls on windows whose ranks disagree: on the root (a
+// broadcast), or on whether the buffer is in a window at all (a reduce
+// whose rank 1 passes a plain buffer takes another path there). Every
+// rank's call fails, saying why, and the communicator goes on.
+TEST(FakeGpuWindowsRefused, RootedCallsThatDisagreeFailOnEveryRank) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1");
+  runRanks({3, Launch::Processes, "shm"}, [&](coilComm_t comm, int rank) {
+    TwoWindows w;
+    registerBoth(comm, w);
+    device::Stream stream = device::createStream();
+    constexpr size_t kCount = 1000;
+    auto expectFailed = [&](const char* says) {
+      device::syncStream(stream);
+      EXPECT_EQ(asyncErrorOf(comm), coilInvalidUsage);
+      EXPECT_NE(std::string(coilGetLastError(comm)).find(says), std::string::npos)
+          << coilGetLastError(comm);
+    };
+    ASSERT_EQ(coilBroadcast(w.outBase(), w.outBase(), kCount, coilInt32, rank == 2 ? 1 : 0, comm,
+                            stream),
+              coilSuccess);
+    expectFailed("different arguments");
+    DeviceBuffer plain(kCount * sizeof(int32_t));
+    ASSERT_EQ(coilReduce(rank == 1 ? plain.get() : w.inBase(), w.outBase(), kCount, coilInt32,
+                         coilSum, 0, comm, stream),
+              coilSuccess);
+    expectFailed("different places in their windows");
+    // The calls failed, the communicator did not (its asynchronous error
+    // stays, as NCCL's): the same reduce with every input in a window.
+    std::vector<int32_t> ones(kCount, rank + 1);
+    std::memcpy(w.inBase(), ones.data(), kCount * sizeof(int32_t));
+    ASSERT_EQ(coilReduce(w.inBase(), w.outBase(), kCount, coilInt32, coilSum, 0, comm, stream),
+              coilSuccess);
+    device::syncStream(stream);
+    for (size_t i = 0; rank == 0 && i < kCount; ++i) {
+      int32_t got = 0;
+      std::memcpy(&got, w.outBase() + i * sizeof got, sizeof got);
+      ASSERT_EQ(got, 6) << "element " << i;
+    }
+    device::destroyStream(stream);
     EXPECT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
     EXPECT_EQ(coilCommWindowDeregister(comm, w.out), coilSuccess) << coilGetLastError(comm);
   });

@@ -202,8 +202,8 @@ void allReduceBody(coilComm_t comm, int rank, int n) {
 }
 
 // Calls on windows (coilCommWindowRegister): all-reduces of every type and
-// op, all-gathers (the outputs in a window) and reduce-scatters (the
-// inputs), in place and out, at every count. Where CUDA IPC maps the
+// op, all-gathers and broadcasts (the outputs in a window), reduce-scatters,
+// reduces and all-to-alls (the inputs), in place and out, at every count. Where CUDA IPC maps the
 // ranks' buffers (every rank a GPU of this host), calls of
 // COIL_PEER_MIN_BYTES and more read the peers' buffers in place
 // (algorithms/registered_collectives.h); the suite runs with the default
@@ -268,6 +268,49 @@ void windowCollectivesBody(coilComm_t comm, int rank, int n) {
         stream.sync();
         for (size_t i = 0; i < count; ++i)  // the largest rank's value wins
           ASSERT_EQ(at(got, i), tagValue(n - 1, rank * count + i));
+      }
+      for (int root : {0, n - 1}) {
+        SCOPED_TRACE(::testing::Message() << "root " << root);
+        {  // broadcast into the output window; in place at the root; no input elsewhere
+          DeviceBuffer plain(tagged(root, count));
+          if (inPlace && rank == root)
+            CUDA_OK(cudaMemcpyAsync(outBase, plain.get(), bytes, cudaMemcpyDeviceToDevice,
+                                    stream.s));
+          const uint8_t* input = rank != root ? nullptr : inPlace ? outBase : plain.get();
+          expectOk(coilBroadcast(input, outBase, count, coilInt32, root, comm, stream.s), comm);
+          std::vector<uint8_t> got(bytes);
+          CUDA_OK(cudaMemcpyAsync(got.data(), outBase, bytes, cudaMemcpyDeviceToHost, stream.s));
+          stream.sync();
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(at(got, i), tagValue(root, i)) << i;
+        }
+        {  // reduce (max) from the input window; in place at the root; no output elsewhere
+          const auto mine = tagged(rank, count);
+          CUDA_OK(cudaMemcpyAsync(inBase, mine.data(), bytes, cudaMemcpyHostToDevice, stream.s));
+          DeviceBuffer plain(bytes);
+          uint8_t* out = rank != root ? nullptr : inPlace ? inBase : plain.get();
+          expectOk(coilReduce(inBase, out, count, coilInt32, coilMax, root, comm, stream.s), comm);
+          std::vector<uint8_t> got(rank == root ? bytes : 0);
+          if (rank == root)
+            CUDA_OK(cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, stream.s));
+          stream.sync();
+          for (size_t i = 0; rank == root && i < count; ++i)
+            ASSERT_EQ(at(got, i), tagValue(n - 1, i)) << i;
+        }
+      }
+      if (!inPlace) {  // all-to-all from the input window (never in place)
+        std::vector<uint8_t> in(bytes * n);
+        for (int b = 0; b < n; ++b) {
+          const auto block = tagged(rank, count, b * count);
+          std::copy(block.begin(), block.end(), in.begin() + static_cast<ptrdiff_t>(b * bytes));
+        }
+        CUDA_OK(cudaMemcpyAsync(inBase, in.data(), in.size(), cudaMemcpyHostToDevice, stream.s));
+        expectOk(coilAlltoAll(inBase, outBase, count, coilInt32, comm, stream.s), comm);
+        std::vector<uint8_t> got(bytes * n);
+        CUDA_OK(cudaMemcpyAsync(got.data(), outBase, got.size(), cudaMemcpyDeviceToHost, stream.s));
+        stream.sync();
+        for (int q = 0; q < n; ++q)  // block q: rank q's block for me
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(at(got, q * count + i), tagValue(q, rank * count + i));
       }
     }
   coilResult_t async = coilSuccess;

@@ -90,14 +90,14 @@ for n in 2 4; do
   done
 done
 # The other collectives: staged through host memory (no peer windows),
-# through the peer windows' slots (the peer programs), and (all-gather,
-# reduce-scatter) read in place from registered windows.
-echo "== coil_perf -P 2 --memory device -C allgather,reducescatter,broadcast,sendrecv, 1-64 MiB: staged (COIL_PEER_WINDOW_BYTES=0), peer windows (-R 0), registered (-R 2)"
+# through the peer windows' slots (the peer programs), and (all but the
+# sends and receives) read in place from registered windows.
+echo "== coil_perf -P 2 --memory device -C allgather,reducescatter,broadcast,reduce,alltoall,sendrecv, 1-64 MiB: staged (COIL_PEER_WINDOW_BYTES=0), peer windows (-R 0), registered (-R 2)"
 for mode in staged peer registered; do
   echo "-- $mode"
   reg=0; [ $mode = registered ] && reg=2
   ( [ $mode = staged ] && export COIL_PEER_WINDOW_BYTES=0
-    t timeout 50 ./benchmarks/perf/coil_perf -P 2 -C allgather,reducescatter,broadcast,sendrecv -b 1M -e 64M -f 8 --memory device -R $reg -c 1 -n 10 -w 3 -T 40 > /tmp/perf-peer.tmp 2>&1 )
+    t timeout 70 ./benchmarks/perf/coil_perf -P 2 -C allgather,reducescatter,broadcast,reduce,alltoall,sendrecv -b 1M -e 64M -f 8 --memory device -R $reg -c 1 -n 10 -w 3 -T 40 > /tmp/perf-peer.tmp 2>&1 )
   cat /tmp/perf-peer.tmp >> "$OUT/perf.log"; grep -E "^ +[0-9]+ " /tmp/perf-peer.tmp
 done
 # What a usable GPU costs the host path: with a device, every call asks
