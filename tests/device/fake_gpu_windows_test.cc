@@ -344,6 +344,15 @@ TEST(FakeGpuWindowsRefused, ARanksBadArgumentsFailEveryRankNamingIt) {
   });
 }
 
+// Once `stream` has run, the call enqueued on it failed as misuse, saying
+// `says`.
+void expectCallFailed(coilComm_t comm, device::Stream stream, const char* says) {
+  device::syncStream(stream);
+  EXPECT_EQ(asyncErrorOf(comm), coilInvalidUsage);
+  EXPECT_NE(std::string(coilGetLastError(comm)).find(says), std::string::npos)
+      << coilGetLastError(comm);
+}
+
 // Buffers at different places in the windows: every rank's call fails
 // before anyone reads, naming it, and no rank's stream is held.
 TEST(FakeGpuWindowsRefused, BuffersAtDifferentPlacesFailTheCallOnEveryRank) {
@@ -355,10 +364,7 @@ TEST(FakeGpuWindowsRefused, BuffersAtDifferentPlacesFailTheCallOnEveryRank) {
     uint8_t* send = w.inBase() + (rank == 0 ? 0 : 256);
     ASSERT_EQ(coilAllReduce(send, w.outBase(), 1000, coilInt32, coilSum, comm, stream),
               coilSuccess);
-    device::syncStream(stream);
-    EXPECT_EQ(asyncErrorOf(comm), coilInvalidUsage);
-    EXPECT_NE(std::string(coilGetLastError(comm)).find("different places"), std::string::npos)
-        << coilGetLastError(comm);
+    expectCallFailed(comm, stream, "different places");
     device::destroyStream(stream);
     // The call failed, the communicator did not: the windows go as usual.
     EXPECT_EQ(coilCommWindowDeregister(comm, w.in), coilSuccess) << coilGetLastError(comm);
@@ -377,21 +383,15 @@ TEST(FakeGpuWindowsRefused, RootedCallsThatDisagreeFailOnEveryRank) {
     registerBoth(comm, w);
     device::Stream stream = device::createStream();
     constexpr size_t kCount = 1000;
-    auto expectFailed = [&](const char* says) {
-      device::syncStream(stream);
-      EXPECT_EQ(asyncErrorOf(comm), coilInvalidUsage);
-      EXPECT_NE(std::string(coilGetLastError(comm)).find(says), std::string::npos)
-          << coilGetLastError(comm);
-    };
     ASSERT_EQ(coilBroadcast(w.outBase(), w.outBase(), kCount, coilInt32, rank == 2 ? 1 : 0, comm,
                             stream),
               coilSuccess);
-    expectFailed("different arguments");
+    expectCallFailed(comm, stream, "different arguments");
     DeviceBuffer plain(kCount * sizeof(int32_t));
     ASSERT_EQ(coilReduce(rank == 1 ? plain.get() : w.inBase(), w.outBase(), kCount, coilInt32,
                          coilSum, 0, comm, stream),
               coilSuccess);
-    expectFailed("different places in their windows");
+    expectCallFailed(comm, stream, "different places in their windows");
     // The calls failed, the communicator did not (its asynchronous error
     // stays, as NCCL's): the same reduce with every input in a window.
     std::vector<int32_t> ones(kCount, rank + 1);
