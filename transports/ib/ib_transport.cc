@@ -64,6 +64,8 @@ class IbConnection final : public Connection, public DirectIo {
   SlotFifo& sendFifo() override { return channel_->sendFifo(); }
   SlotFifo& recvFifo() override { return channel_->recvFifo(); }
   void kick() noexcept override { channel_->kick(); }
+  // A send slot is released when its WRITE_WITH_IMM completes, once the
+  // peer's NIC acknowledged both writes: nothing is left on the wire.
   bool sent() const override { return channel_->sendFifo().pending() == 0; }
   void close() noexcept override { channel_->close(); }
   const Traits& traits() const override { return ibTraits(); }
