@@ -294,9 +294,9 @@ typedef struct coilWindow* coilWindow_t;
 /// no copy into a slot and no staging: an all-reduce whose input and output
 /// lie in windows, an all-gather or a broadcast whose output does, a
 /// reduce-scatter, a reduce or an all-to-all whose input does (built-in
-/// ops), at the same offsets on every rank (so an all-reduce
-/// in place on every rank or on none). Gathers and scatters do not read
-/// windows in place. Ranks that pass different places fail the call on
+/// ops), at the same offsets on every rank (so an all-reduce in place on
+/// every rank or on none). Gathers and scatters do not read windows in
+/// place. Ranks that pass different places fail the call on
 /// every rank (coilCommGetAsyncError), naming it; no rank reads past a
 /// peer's window or writes to it. Communicators of more than 8 ranks do not
 /// read windows in place yet. Elsewhere, or where a rank

@@ -106,8 +106,8 @@ std::vector<Phase> registeredPhases(CollKind kind, const DeviceCall& call,
   const size_t esize = reduce::typeSize(call.type);
   DeviceDirectExecutor executor(call, peerSend, peerRecv, rank, std::move(firstBarrier),
                                 std::move(barrier));
-  const WindowShape shape{rank,  nranks, call.count, std::max<size_t>(1, kDeviceSliceAlignBytes / esize),
-                          0,     false,  call.root};
+  const size_t lineElems = std::max<size_t>(1, kDeviceSliceAlignBytes / esize);
+  const WindowShape shape{rank, nranks, call.count, lineElems, 0, false, call.root};
   switch (kind) {
     case CollKind::AllReduce: windowDirectProgram(executor, shape); break;
     case CollKind::AllGather: windowDirectAllGatherProgram(executor, shape); break;

@@ -44,8 +44,8 @@
 namespace coil::algo {
 
 /// The phases of one call of `kind` (any collective but the gather, the
-/// scatter and the barrier; call.count as the C API's: per rank's block where there are
-/// blocks) on rank `rank`. `peerSend[q]` and `peerRecv[q]` are rank q's
+/// scatter and the barrier; call.count as the C API's: per rank's block
+/// where there are blocks) on rank `rank`. `peerSend[q]` and `peerRecv[q]` are rank q's
 /// buffers as mapped in this process (this rank's own at [rank]); those the
 /// program does not read may be null (the peers' inputs of an all-gather or
 /// a broadcast, their outputs of the others but the all-reduce). At least 2

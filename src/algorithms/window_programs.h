@@ -203,15 +203,15 @@ void windowDirectBroadcastProgram(Executor& w, const WindowShape& s) {
 }
 
 // The direct programs that read only inputs (device windows only): the
-// reduce-scatter, the reduce and the all-to-all. Each reads
-// the peers' inputs where they lie, so only the inputs need to be windows
-// (at the same place on every rank: a rank reads its peers at its own
-// offsets), and each writes only its own output. Two steps: "my input is
-// ready to be read", then "I read no peer any more"; until every rank has
-// posted the second, a peer may still read this rank's input. In place
-// works (an all-to-all never runs in place: the C API refuses it, and its
-// output would be the input its peers read). count: a rank's block
-// where there are blocks, as the C API's. There is no direct scatter (its
+// reduce-scatter, the reduce and the all-to-all. Each reads the peers'
+// inputs where they lie, so only the inputs need to be windows (at the same
+// place on every rank: a rank reads its peers at its own offsets), and each
+// writes only its own output. Two steps: "my input is ready to be read",
+// then "I read no peer any more"; until every rank has posted the second, a
+// peer may still read this rank's input. In place works (an all-to-all
+// never runs in place: the C API refuses it, and its output would be the
+// input its peers read). count: a rank's block where there are blocks, as
+// the C API's. There is no direct scatter (its
 // root's input is the one buffer read, and the other ranks pass none, so
 // they could not tell alone that the call runs on windows) and no direct
 // gather (the root's input in place is its block of its output, at

@@ -258,7 +258,8 @@ std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const Colle
   }
   if (algo::reduces(call.kind) && call.op >= coilNumOps) return std::nullopt;
   // The size of what the peers read, which every rank's call gives alike
-  // (a gather's root passes n blocks of output, the others none).
+  // (not the larger buffer: a reduce's root passes an output, the others
+  // none).
   const size_t readBytes = readsInput ? use.sendBytes : use.recvBytes;
   if (readBytes < std::max<size_t>(rw->minBytes, 1)) return std::nullopt;
   RegisteredCall found{nullptr, 0, nullptr, 0};
