@@ -12,13 +12,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "harness/asan_allocator.h"
 #include "harness/run_ranks.h"
+#include "harness/wait_or_kill.h"
 
 namespace coil::test {
 namespace {
@@ -280,6 +283,12 @@ TEST(GroupInitFailure, DestroyBeforeGroupEnd) {
 // the application set CUDA_DEVICE_MAX_CONNECTIONS itself. Each case runs in
 // a child, whose environment it may change.
 TEST(InitAll, AsksForEveryHardwareQueueUnlessTheApplicationChose) {
+  // The tests before this one may leave a thread of theirs running (a
+  // failed init's), and a child forked while it allocates can hang in the
+  // sanitizer's malloc: it did once in CI's sanitizer leg, for 300 s.
+  if (kAsanAllocator)
+    GTEST_SKIP() << "this build's AddressSanitizer allocator is not fork-safe with a thread "
+                    "allocating (harness/asan_allocator.h); the release build runs this test";
   for (const char* preset : {static_cast<const char*>(nullptr), "4"}) {
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -293,11 +302,9 @@ TEST(InitAll, AsksForEveryHardwareQueueUnlessTheApplicationChose) {
       for (coilComm_t c : comms) coilCommDestroy(c);
       _exit(now != nullptr && want == now ? 0 : 1);
     }
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << (preset ? "preset 4 was overwritten" : "32 was not asked for")
-                                      << " (2: the init failed)";
+    const int status = waitOrKill(pid, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    EXPECT_EQ(status, 0) << (preset ? "preset 4 was overwritten" : "32 was not asked for")
+                         << " (2: the init failed; -1: the child hung and was killed)";
   }
 }
 
