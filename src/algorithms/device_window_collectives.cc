@@ -17,16 +17,19 @@ using Phase = PhaseRecorder::Phase;
 
 // The vocabulary of window_programs.h over mapped device memory, recorded
 // as StagedStream phases: GPU work gathers until a wait, which closes a
-// phase with the host barrier. Offsets and counts are in elements.
+// phase with the host barrier (the first one with the caller's first
+// barrier). Offsets and counts are in elements.
 class DeviceWindowExecutor {
  public:
   DeviceWindowExecutor(const DeviceCall& call, const std::vector<DeviceWindow>& windows,
-                       int rank, std::function<void()> barrier)
+                       int rank, std::function<void()> firstBarrier,
+                       std::function<void()> barrier)
       : call_(call),
         windows_(windows),
         rank_(rank),
         nranks_(static_cast<int>(windows.size())),
         esize_(reduce::typeSize(call.type)),
+        firstBarrier_(std::move(firstBarrier)),
         barrier_(std::move(barrier)) {}
 
   uint32_t nextStep() const { return posted_ + 1; }
@@ -40,7 +43,7 @@ class DeviceWindowExecutor {
 
   void post(uint32_t step, int /*slot*/) { posted_ = step; }
 
-  void wait(uint32_t /*step*/, size_t /*inlineElems*/) { closePhase(barrier_); }
+  void wait(uint32_t /*step*/, size_t /*inlineElems*/) { closePhase(); }
 
   void reduceToSlot(int from, size_t at, int to, size_t n, size_t in) {
     uint8_t* dst = slotOf(rank_, to) + at * esize_;
@@ -74,7 +77,7 @@ class DeviceWindowExecutor {
   // The last barrier: no rank reads another's slots after it, so the next
   // call may start at slot 0 (and a call that failed half-way cannot leave
   // the ranks at different slots).
-  void done() { closePhase(barrier_); }
+  void done() { closePhase(); }
 
   std::vector<Phase> takePhases() { return phases_.take(); }
 
@@ -84,13 +87,13 @@ class DeviceWindowExecutor {
     return windows_[static_cast<size_t>(rank)].slot[slot];
   }
   void gpu(PhaseRecorder::GpuWork work) { phases_.gpu(std::move(work)); }
-  void closePhase(std::function<void()> hostStep) { phases_.closePhase(std::move(hostStep)); }
+  void closePhase() { phases_.closePhase(phases_.phasesClosed() == 0 ? firstBarrier_ : barrier_); }
 
   const DeviceCall call_;
   const std::vector<DeviceWindow>& windows_;
   const int rank_, nranks_;
   const size_t esize_;
-  const std::function<void()> barrier_;
+  const std::function<void()> firstBarrier_, barrier_;
   uint32_t posted_ = 0;  // every call starts at step 1: slot 1, then slot 0
   PhaseRecorder phases_;
 };
@@ -127,14 +130,16 @@ size_t deviceWindowPieceElems(CollKind kind, coilDataType_t type, size_t nranks,
 
 std::vector<Phase> deviceWindowPhases(CollKind kind, const DeviceCall& call,
                                       const std::vector<DeviceWindow>& windows, size_t slotBytes,
-                                      int rank, std::function<void()> barrier) {
+                                      int rank, std::function<void()> firstBarrier,
+                                      std::function<void()> barrier) {
   const size_t lineElems = lineElemsOf(call.type);
   const size_t n = windows.size();
   const size_t pieceElems = deviceWindowPieceElems(kind, call.type, n, slotBytes);
   if (pieceElems == 0)
     fail(coilInternalError, "device window ", collName(kind), ": a slot of ", slotBytes,
          " bytes is too small for ", n, " ranks' pieces of ", reduce::typeName(call.type));
-  DeviceWindowExecutor executor(call, windows, rank, std::move(barrier));
+  DeviceWindowExecutor executor(call, windows, rank, std::move(firstBarrier),
+                                std::move(barrier));
   const WindowShape shape{rank,       static_cast<int>(n), call.count, lineElems,
                           pieceElems, false,               call.root};
   switch (kind) {

@@ -66,9 +66,11 @@ size_t deviceWindowPieceElems(CollKind kind, coilDataType_t type, size_t nranks,
 
 /// The phases of one call of `kind` (any collective but the barrier) on
 /// rank `rank` of windows.size(), whose slots hold `slotBytes` each;
-/// `barrier` is a host barrier of all ranks (it throws to fail the call).
+/// `barrier` is a host barrier of all ranks (it throws to fail the call),
+/// and the call's first host step is `firstBarrier` instead.
 std::vector<device::StagedStream::Phase> deviceWindowPhases(
     CollKind kind, const DeviceCall& call, const std::vector<DeviceWindow>& windows,
-    size_t slotBytes, int rank, std::function<void()> barrier);
+    size_t slotBytes, int rank, std::function<void()> firstBarrier,
+    std::function<void()> barrier);
 
 }  // namespace coil::algo

@@ -1,7 +1,6 @@
 #include "api/device_calls.h"
 
 #include <array>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -191,18 +190,17 @@ void enqueuePeerCall(coilComm* comm, const CollectiveCall& call, coilStream_t st
   // The root is part of the fingerprint (as the host engine's): ranks that
   // disagree on it fail instead of reading the wrong rank's slot.
   const uint64_t tag = algo::callTag(0, call.kind, call.type, call.op, call.count, call.root);
-  // The first barrier as a call on windows makes it, with no window.
-  auto first = std::make_shared<bool>(true);
-  auto barrier = [comm, tag, first, name = std::string(what)] {
-    const std::array<uint64_t, 5> places = {tag, 0, 0, 0, 0};
-    barrierOfTheSameCall(comm, std::span(places).first(std::exchange(*first, false) ? 5 : 1),
-                         name);
-  };
+  // The first barrier compares what a call on windows compares, with no
+  // window (#0).
+  const std::array<uint64_t, 5> places = {tag, 0, 0, 0, 0};
+  const std::string name = what;
   const algo::DeviceCall device{call.sendbuff, call.recvbuff, call.count,
                                 call.type,     call.op,      call.root};
   stagedStreamOf(comm).enqueuePhases(
-      algo::deviceWindowPhases(call.kind, device, pw.windows, pw.slotBytes, c.rank(),
-                               std::move(barrier)),
+      algo::deviceWindowPhases(
+          call.kind, device, pw.windows, pw.slotBytes, c.rank(),
+          [comm, places, name] { barrierOfTheSameCall(comm, places, name); },
+          [comm, tag, name] { barrierOfTheSameCall(comm, std::span(&tag, 1), name); }),
       stream, orderOf(comm, c));
   pw.callsRun.fetch_add(1, std::memory_order_relaxed);
 }

@@ -182,7 +182,7 @@ std::string runRank(int rank, int nranks, Order order, SharedBarrier* barrier,
       const test::PlacedCall placed = test::placeCall(c, rank, nranks, send, recv);
       auto phases = deviceWindowPhases(
           c.kind, {placed.send, placed.recv, c.count, c.type, c.op, c.root}, windows, kSlotBytes,
-          rank, [&] { barrier->wait(barrierMs); });
+          rank, [&] { barrier->wait(barrierMs); }, [&] { barrier->wait(barrierMs); });
       try {
         staged.enqueuePhases(std::move(phases), stream, order);
       } catch (const Error& e) {
