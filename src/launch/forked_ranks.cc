@@ -8,11 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <system_error>
 #include <thread>
+
+#include "launch/quiet_threads.h"
 
 namespace coil {
 namespace {
@@ -24,6 +27,11 @@ namespace {
 // Often enough that a test bounding how long a failure takes is not
 // measuring this loop.
 constexpr std::chrono::milliseconds kReapInterval{5};
+
+// How long a fork waits, in all, for the process's other threads to sleep.
+// Ranks forked as the rule says (before any thread) never wait; a thread
+// that spins for good costs this once per ForkedRanks.
+constexpr std::chrono::milliseconds kForkPatience{1000};
 
 }  // namespace
 
@@ -59,7 +67,13 @@ ForkedRanks::ForkedRanks(int firstRank, int endRank) {
   }
   std::fflush(nullptr);  // nothing buffered may be printed twice
   const pid_t parent = getpid();
+  // Another thread of this process (a test's leftover, a rendezvous root
+  // made too early) may be inside a sanitizer's allocator: fork when they
+  // all sleep (quiet_threads.h), waiting at most this long in all.
+  const auto patienceEnds = Clock::now() + kForkPatience;
   for (size_t i = 0; i < children_.size(); ++i) {
+    waitUntilOtherThreadsSleep(std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(Clock::duration::zero(), patienceEnds - Clock::now())));
     const pid_t pid = fork();
     if (pid < 0) {
       const int saved = errno;

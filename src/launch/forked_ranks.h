@@ -5,7 +5,9 @@
 //  - Fork before any thread: construct ForkedRanks before the process starts
 //    a thread (coil's rendezvous root is one). A fork copies other threads'
 //    locks but not the threads, and the C library and a sanitizer's
-//    allocator are not all fork-safe with threads running.
+//    allocator are not all fork-safe with threads running. Where threads
+//    run anyway (a test's leftovers), each fork waits, up to a second in
+//    all, until they sleep (quiet_threads.h).
 //  - What the ranks must share (a unique id) is therefore made after the
 //    fork, and handed to each child over its own pipe.
 //  - Children get SIGKILL when the parent dies (PR_SET_PDEATHSIG; strictly,

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "launch/quiet_threads.h"
 
 namespace coil {
 namespace {
@@ -72,7 +73,7 @@ TEST(FdPassing, AMemfdCrossesBetweenThreads) {
 // first. Then both sides map one segment and see each other's writes.
 TEST(FdPassing, SeveralDescriptorsAndTagsOutOfOrderAcrossProcesses) {
   FdMailbox box(uniqueName("procs"));
-  const pid_t child = fork();
+  const pid_t child = forkWhenQuiet();
   ASSERT_GE(child, 0);
   if (child == 0) {
     int rc = 0;
@@ -136,7 +137,7 @@ TEST(FdPassing, NobodyListeningIsATimeoutNamingTheName) {
 // child's exit), long before the deadline.
 TEST(FdPassing, ADeadSenderEndsTheWaitThroughTheCheck) {
   FdMailbox box(uniqueName("dead"));
-  const pid_t child = fork();
+  const pid_t child = forkWhenQuiet();
   ASSERT_GE(child, 0);
   if (child == 0) _exit(0);
   const auto t0 = std::chrono::steady_clock::now();

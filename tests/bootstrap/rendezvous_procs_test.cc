@@ -46,8 +46,8 @@ std::string statusText(int st) {
 
 TEST(RendezvousProcesses, AllGatherAcrossProcesses) {
   test::EnvGuard env(test::bootstrapVars());
-  UniqueIdData id = startRoot(loopback(), kTimeoutMs);
-  auto status = test::runProcesses(4, [&](int r) { return gatherAndCheck(id, r, 4, 1 << 20); });
+  auto status = test::runProcessesAroundRoot(
+      4, kTimeoutMs, [](int r, const UniqueIdData& id) { return gatherAndCheck(id, r, 4, 1 << 20); });
   for (size_t r = 0; r < status.size(); ++r)
     EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == kOk)
         << "rank " << r << ": " << statusText(status[r]);
@@ -72,13 +72,12 @@ TEST(RendezvousProcesses, FixedRootHostedByRank0) {
 
 TEST(RendezvousProcesses, KilledRankFailsTheOthersPromptly) {
   test::EnvGuard env(test::bootstrapVars());
-  UniqueIdData id = startRoot(loopback(), kTimeoutMs);
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   constexpr int kVictim = 2;
-  auto status = test::runProcesses(
-      4,
-      [&](int r) {
+  auto status = test::runProcessesAroundRoot(
+      4, kTimeoutMs,
+      [&](int r, const UniqueIdData& id) {
         ::close(ready[0]);
         auto boot = Bootstrap::create(id, r, 4, Deadline::after(kTimeoutMs), nullptr);
         if (r == kVictim) {
@@ -106,7 +105,7 @@ TEST(RendezvousProcesses, KilledRankFailsTheOthersPromptly) {
         }
         return kNoError;
       },
-      20, nullptr,
+      20,
       [&](const std::vector<pid_t>& pids) {
         ::close(ready[1]);
         pollfd p{ready[0], POLLIN, 0};

@@ -111,27 +111,53 @@ inline std::vector<RankOutcome> runThreads(int n, const std::function<void(int)>
   return out;
 }
 
+using ParentStep = std::function<void(const std::vector<pid_t>&)>;
+
 /// Forks one child per rank running body(rank) (launch/forked_ranks.h); a
 /// child exits with what body returns (0: success), or 90 if it threw (the
 /// message goes to stderr). Children never return into the test framework.
-/// Returns the wait statuses; children still running after timeoutSec are
-/// killed (their status says SIGKILL).
+/// `parent`, if given, runs in the parent once the children exist. Returns
+/// the wait statuses; children still running after timeoutSec are killed
+/// (their status says SIGKILL).
 inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
                                      double timeoutSec = 20, std::vector<pid_t>* pidsOut = nullptr,
-                                     const std::function<void(const std::vector<pid_t>&)>& parent =
-                                         nullptr) {
+                                     const ParentStep& parent = nullptr);
+
+/// As runProcesses, for ranks that meet at a rendezvous root this process
+/// hosts: forks first, then starts the root (startRoot, `rootTimeoutMs`)
+/// and hands every child its id. The root is a thread, and none may run
+/// while the ranks are forked (launch/forked_ranks.h).
+inline std::vector<int> runProcessesAroundRoot(
+    int n, int64_t rootTimeoutMs, const std::function<int(int, const UniqueIdData&)>& body,
+    double timeoutSec = 20, const ParentStep& parent = nullptr);
+
+namespace detail {
+
+inline std::vector<int> forkRanks(int n, int64_t rootTimeoutMs,
+                                  const std::function<int(int, const UniqueIdData&)>& body,
+                                  double timeoutSec, std::vector<pid_t>* pidsOut,
+                                  const ParentStep& parent) {
+  const bool withRoot = rootTimeoutMs > 0;
   ForkedRanks forked(0, n);
   if (forked.isChild()) {
     int code = 91;
     try {
-      code = body(forked.rank());
+      UniqueIdData id;
+      if (withRoot && forked.receive(&id, sizeof id) != ForkedRanks::Handover::Received)
+        fail(coilInternalError, "rank ", forked.rank(), " did not receive the unique id");
+      code = body(forked.rank(), id);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "rank %d (pid %d) failed: %s\n", forked.rank(), (int)getpid(), e.what());
       code = 90;
     }
     ForkedRanks::exitChild(code);
   }
-  forked.abandon();  // nothing to hand over: the ranks know their id already
+  if (withRoot) {
+    const UniqueIdData id = startRoot(loopback(), rootTimeoutMs);
+    forked.share(&id, sizeof id);
+  } else {
+    forked.abandon();  // nothing to hand over: the ranks know their id already
+  }
   if (pidsOut) *pidsOut = forked.pids();
   if (parent) parent(forked.pids());
   forked.reapAll(ForkedRanks::Clock::now() +
@@ -140,6 +166,21 @@ inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
   std::vector<int> status;
   for (const ForkedRank& c : forked.children()) status.push_back(c.status);
   return status;
+}
+
+}  // namespace detail
+
+inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body, double timeoutSec,
+                                     std::vector<pid_t>* pidsOut, const ParentStep& parent) {
+  return detail::forkRanks(
+      n, 0, [&](int rank, const UniqueIdData&) { return body(rank); }, timeoutSec, pidsOut,
+      parent);
+}
+
+inline std::vector<int> runProcessesAroundRoot(
+    int n, int64_t rootTimeoutMs, const std::function<int(int, const UniqueIdData&)>& body,
+    double timeoutSec, const ParentStep& parent) {
+  return detail::forkRanks(n, rootTimeoutMs, body, timeoutSec, nullptr, parent);
 }
 
 /// The byte rank `rank` contributes at offset i: differs across ranks and

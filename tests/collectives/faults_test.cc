@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/run_ranks.h"
+#include "launch/quiet_threads.h"
 
 namespace coil::test {
 namespace {
@@ -310,7 +311,7 @@ TEST(Faults, UnreapedDeadPeerIsDetectedOverShm) {
   std::fflush(nullptr);
   pid_t pids[3];
   for (int r = 0; r < 3; ++r) {
-    pids[r] = fork();
+    pids[r] = forkWhenQuiet();
     ASSERT_GE(pids[r], 0);
     if (pids[r] != 0) {
       noteForkedRank(pids[r]);

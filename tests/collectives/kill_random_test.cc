@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "harness/run_ranks.h"
+#include "launch/quiet_threads.h"
 
 namespace coil::test {
 namespace {
@@ -145,7 +146,7 @@ std::string runTrial(const Trial& t) {
   for (int r = 0; r < t.nranks; ++r) {
     int fds[2];
     if (pipe(fds) != 0) return "pipe failed";
-    const pid_t pid = fork();
+    const pid_t pid = forkWhenQuiet();
     if (pid == 0) {
       for (int fd : idPipes) close(fd);
       close(fds[1]);

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "launch/quiet_threads.h"
+
 namespace coil_test {
 
 struct ChildResult {
@@ -32,7 +34,7 @@ inline ChildResult runInChild(const std::vector<std::pair<std::string, std::stri
   const int fd = mkstemp(path);
   if (fd < 0) return {};
   ChildResult result;
-  result.pid = fork();
+  result.pid = coil::forkWhenQuiet();
   if (result.pid == 0) {
     for (const auto& [name, value] : env) {
       if (value.empty()) unsetenv(name.c_str());
