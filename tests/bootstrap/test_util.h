@@ -133,11 +133,13 @@ inline std::vector<int> runProcessesAroundRoot(
 
 namespace detail {
 
-inline std::vector<int> forkRanks(int n, int64_t rootTimeoutMs,
+// rootTimeoutMs: start a root after the fork and share its id (without
+// one, the children get no id).
+inline std::vector<int> forkRanks(int n, std::optional<int64_t> rootTimeoutMs,
                                   const std::function<int(int, const UniqueIdData&)>& body,
                                   double timeoutSec, std::vector<pid_t>* pidsOut,
                                   const ParentStep& parent) {
-  const bool withRoot = rootTimeoutMs > 0;
+  const bool withRoot = rootTimeoutMs.has_value();
   ForkedRanks forked(0, n);
   if (forked.isChild()) {
     int code = 91;
@@ -153,7 +155,7 @@ inline std::vector<int> forkRanks(int n, int64_t rootTimeoutMs,
     ForkedRanks::exitChild(code);
   }
   if (withRoot) {
-    const UniqueIdData id = startRoot(loopback(), rootTimeoutMs);
+    const UniqueIdData id = startRoot(loopback(), *rootTimeoutMs);
     forked.share(&id, sizeof id);
   } else {
     forked.abandon();  // nothing to hand over: the ranks know their id already
@@ -173,8 +175,8 @@ inline std::vector<int> forkRanks(int n, int64_t rootTimeoutMs,
 inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body, double timeoutSec,
                                      std::vector<pid_t>* pidsOut, const ParentStep& parent) {
   return detail::forkRanks(
-      n, 0, [&](int rank, const UniqueIdData&) { return body(rank); }, timeoutSec, pidsOut,
-      parent);
+      n, std::nullopt, [&](int rank, const UniqueIdData&) { return body(rank); }, timeoutSec,
+      pidsOut, parent);
 }
 
 inline std::vector<int> runProcessesAroundRoot(
