@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -72,8 +71,7 @@ ForkedRanks::ForkedRanks(int firstRank, int endRank) {
   // all sleep (quiet_threads.h), waiting at most this long in all.
   const auto patienceEnds = Clock::now() + kForkPatience;
   for (size_t i = 0; i < children_.size(); ++i) {
-    waitUntilOtherThreadsSleep(std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::max(Clock::duration::zero(), patienceEnds - Clock::now())));
+    waitUntilOtherThreadsSleep(patienceEnds);
     const pid_t pid = fork();
     if (pid < 0) {
       const int saved = errno;

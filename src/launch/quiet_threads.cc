@@ -29,39 +29,36 @@ char threadState(const char* tid) {
   return close != nullptr && close[1] == ' ' ? close[2] : 0;
 }
 
-enum class Look { Quiet, Busy, Unknown };
-
-// One look at every other thread.
-Look lookAtOtherThreads() {
+// Whether another thread of this process is running or runnable (false
+// when /proc cannot tell).
+bool anotherThreadRuns() {
   DIR* tasks = ::opendir("/proc/self/task");
-  if (tasks == nullptr) return Look::Unknown;
+  if (tasks == nullptr) return false;
   const long self = ::syscall(SYS_gettid);
-  Look look = Look::Quiet;
+  bool runs = false;
   while (const dirent* entry = ::readdir(tasks)) {
     if (entry->d_name[0] == '.' || std::atol(entry->d_name) == self) continue;
     if (threadState(entry->d_name) == 'R') {
-      look = Look::Busy;
+      runs = true;
       break;
     }
   }
   ::closedir(tasks);
-  return look;
+  return runs;
 }
 
 }  // namespace
 
-bool waitUntilOtherThreadsSleep(std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    const Look look = lookAtOtherThreads();
-    if (look != Look::Busy) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
+bool waitUntilOtherThreadsSleep(std::chrono::steady_clock::time_point deadline) {
+  while (anotherThreadRuns()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  return true;
 }
 
 pid_t forkWhenQuiet(std::chrono::milliseconds patience) {
-  waitUntilOtherThreadsSleep(patience);
+  waitUntilOtherThreadsSleep(std::chrono::steady_clock::now() + patience);
   return ::fork();
 }
 

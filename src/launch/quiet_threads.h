@@ -24,10 +24,10 @@
 namespace coil {
 
 /// Returns true once no other thread of this process is running or
-/// runnable (state R in /proc/self/task/TID/stat), false when `limit`
+/// runnable (state R in /proc/self/task/TID/stat), false when `deadline`
 /// passed first (the caller forks anyway). True at once when the process
 /// has no other thread, or when /proc cannot tell.
-bool waitUntilOtherThreadsSleep(std::chrono::milliseconds limit);
+bool waitUntilOtherThreadsSleep(std::chrono::steady_clock::time_point deadline);
 
 /// fork() once the other threads sleep, or after `patience`: for the tests
 /// that fork by hand rather than through ForkedRanks.

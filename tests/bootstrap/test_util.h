@@ -113,24 +113,6 @@ inline std::vector<RankOutcome> runThreads(int n, const std::function<void(int)>
 
 using ParentStep = std::function<void(const std::vector<pid_t>&)>;
 
-/// Forks one child per rank running body(rank) (launch/forked_ranks.h); a
-/// child exits with what body returns (0: success), or 90 if it threw (the
-/// message goes to stderr). Children never return into the test framework.
-/// `parent`, if given, runs in the parent once the children exist. Returns
-/// the wait statuses; children still running after timeoutSec are killed
-/// (their status says SIGKILL).
-inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
-                                     double timeoutSec = 20, std::vector<pid_t>* pidsOut = nullptr,
-                                     const ParentStep& parent = nullptr);
-
-/// As runProcesses, for ranks that meet at a rendezvous root this process
-/// hosts: forks first, then starts the root (startRoot, `rootTimeoutMs`)
-/// and hands every child its id. The root is a thread, and none may run
-/// while the ranks are forked (launch/forked_ranks.h).
-inline std::vector<int> runProcessesAroundRoot(
-    int n, int64_t rootTimeoutMs, const std::function<int(int, const UniqueIdData&)>& body,
-    double timeoutSec = 20, const ParentStep& parent = nullptr);
-
 namespace detail {
 
 // rootTimeoutMs: start a root after the fork and share its id (without
@@ -139,13 +121,12 @@ inline std::vector<int> forkRanks(int n, std::optional<int64_t> rootTimeoutMs,
                                   const std::function<int(int, const UniqueIdData&)>& body,
                                   double timeoutSec, std::vector<pid_t>* pidsOut,
                                   const ParentStep& parent) {
-  const bool withRoot = rootTimeoutMs.has_value();
   ForkedRanks forked(0, n);
   if (forked.isChild()) {
     int code = 91;
     try {
       UniqueIdData id;
-      if (withRoot && forked.receive(&id, sizeof id) != ForkedRanks::Handover::Received)
+      if (rootTimeoutMs && forked.receive(&id, sizeof id) != ForkedRanks::Handover::Received)
         fail(coilInternalError, "rank ", forked.rank(), " did not receive the unique id");
       code = body(forked.rank(), id);
     } catch (const std::exception& e) {
@@ -154,7 +135,7 @@ inline std::vector<int> forkRanks(int n, std::optional<int64_t> rootTimeoutMs,
     }
     ForkedRanks::exitChild(code);
   }
-  if (withRoot) {
+  if (rootTimeoutMs) {
     const UniqueIdData id = startRoot(loopback(), *rootTimeoutMs);
     forked.share(&id, sizeof id);
   } else {
@@ -172,16 +153,27 @@ inline std::vector<int> forkRanks(int n, std::optional<int64_t> rootTimeoutMs,
 
 }  // namespace detail
 
-inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body, double timeoutSec,
-                                     std::vector<pid_t>* pidsOut, const ParentStep& parent) {
+/// Forks one child per rank running body(rank) (launch/forked_ranks.h); a
+/// child exits with what body returns (0: success), or 90 if it threw (the
+/// message goes to stderr). Children never return into the test framework.
+/// `parent`, if given, runs in the parent once the children exist. Returns
+/// the wait statuses; children still running after timeoutSec are killed
+/// (their status says SIGKILL).
+inline std::vector<int> runProcesses(int n, const std::function<int(int)>& body,
+                                     double timeoutSec = 20, std::vector<pid_t>* pidsOut = nullptr,
+                                     const ParentStep& parent = nullptr) {
   return detail::forkRanks(
       n, std::nullopt, [&](int rank, const UniqueIdData&) { return body(rank); }, timeoutSec,
       pidsOut, parent);
 }
 
+/// As runProcesses, for ranks that meet at a rendezvous root this process
+/// hosts: forks first, then starts the root (startRoot, `rootTimeoutMs`)
+/// and hands every child its id. The root is a thread, and none may run
+/// while the ranks are forked (launch/forked_ranks.h).
 inline std::vector<int> runProcessesAroundRoot(
     int n, int64_t rootTimeoutMs, const std::function<int(int, const UniqueIdData&)>& body,
-    double timeoutSec, const ParentStep& parent) {
+    double timeoutSec = 20, const ParentStep& parent = nullptr) {
   return detail::forkRanks(n, rootTimeoutMs, body, timeoutSec, nullptr, parent);
 }
 

@@ -115,14 +115,15 @@ class Spinner {
 };
 
 TEST(QuietThreads, WaitsWhileAnotherThreadRunsAndNotOnceItSleeps) {
-  EXPECT_TRUE(waitUntilOtherThreadsSleep(0ms)) << "no other thread yet";
+  EXPECT_TRUE(waitUntilOtherThreadsSleep(std::chrono::steady_clock::now())) << "no other thread yet";
   Spinner spinner(60s);
-  EXPECT_FALSE(waitUntilOtherThreadsSleep(50ms)) << "the spinner runs";
+  EXPECT_FALSE(waitUntilOtherThreadsSleep(std::chrono::steady_clock::now() + 50ms))
+      << "the spinner runs";
 }
 
 TEST(QuietThreads, ReturnsOnceTheOtherThreadSleeps) {
   Spinner spinner(200ms);
-  EXPECT_TRUE(waitUntilOtherThreadsSleep(20s));
+  EXPECT_TRUE(waitUntilOtherThreadsSleep(std::chrono::steady_clock::now() + 20s));
   EXPECT_FALSE(spinner.spinning());
 }
 
