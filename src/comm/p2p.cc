@@ -14,6 +14,12 @@
 // one after another, in the order they were issued: a second receive from a
 // peer must not peek at a slot of the first (torch's batch_isend_irecv of a
 // two-rank ring puts two sends and two receives on one peer).
+//
+// An empty message is still a message: it moves one empty slot, stamped
+// like the others. So the message after it waits for the one before it
+// (it does not start beside it, as when an empty message counted as done
+// before it began), and a receiver that expects something other than
+// nothing learns at this call that the counts differ.
 #include <sched.h>
 
 #include <algorithm>
@@ -55,7 +61,10 @@ struct Task {
   uint64_t ticket = 0;
   bool announced = false;
   bool posted = false;
-  bool finished() const { return done >= bytes; }
+  // Whether anything moved yet: an empty message is done once its empty
+  // slot has.
+  bool started = false;
+  bool finished() const { return started && done >= bytes; }
 };
 
 }  // namespace
@@ -131,6 +140,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
     if (s->bytes) std::memmove(r->call.buffer, s->call.buffer, s->bytes);
     s->done = s->bytes;
     r->done = r->bytes;
+    s->started = r->started = true;
   }
 
   const size_t slice = sliceBytes_;
@@ -186,7 +196,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
             const std::string why = t.direct->failure();
             if (!why.empty()) fail(coilRemoteError, describe(t), ": ", why);
             t.done = t.bytes;
-            moved = true;
+            t.started = moved = true;
           }
           continue;
         }
@@ -210,7 +220,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
           t.conn->kick();
         }
         t.done += n;
-        moved = true;
+        t.started = moved = true;
       }
       if (!pending) {
         record.complete();

@@ -206,6 +206,35 @@ TEST_P(Collectives, TwoSendsAndTwoRecvsPerPeerInAGroup) {
   });
 }
 
+TEST_P(Collectives, AnEmptyMessageKeepsTheOrderOfTheOnesAroundIt) {
+  // Three messages to the next rank in one group, the middle one empty:
+  // the third must wait for the first as if the empty one were not there
+  // (found by random_program_test: the third went into the FIFO beside the
+  // first, and the receiver took a slice of one for the other).
+  run([](coilComm_t comm, int rank, int n) {
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const size_t first = 262139, third = 70001;
+    std::vector<int32_t> outFirst(first), outThird(third), inFirst(first), inThird(third);
+    for (size_t i = 0; i < first; ++i) outFirst[i] = tagValue(rank, i);
+    for (size_t i = 0; i < third; ++i) outThird[i] = -tagValue(rank, i);
+    int32_t none = 0;
+    for (int round = 0; round < 5; ++round) {
+      std::fill(inFirst.begin(), inFirst.end(), 0);
+      std::fill(inThird.begin(), inThird.end(), 0);
+      expectOk(coilGroupStart(), comm);
+      expectOk(coilSend(outFirst.data(), first, coilInt32, next, comm, nullptr), comm);
+      expectOk(coilSend(&none, 0, coilInt32, next, comm, nullptr), comm);
+      expectOk(coilSend(outThird.data(), third, coilInt32, next, comm, nullptr), comm);
+      expectOk(coilRecv(inFirst.data(), first, coilInt32, prev, comm, nullptr), comm);
+      expectOk(coilRecv(&none, 0, coilInt32, prev, comm, nullptr), comm);
+      expectOk(coilRecv(inThird.data(), third, coilInt32, prev, comm, nullptr), comm);
+      expectOk(coilGroupEnd(), comm);
+      for (size_t i = 0; i < first; ++i) ASSERT_EQ(inFirst[i], tagValue(prev, i)) << i;
+      for (size_t i = 0; i < third; ++i) ASSERT_EQ(inThird[i], -tagValue(prev, i)) << i;
+    }
+  });
+}
+
 TEST_P(Collectives, PreMulSumAndFusedGroupOfAllReduces) {
   run([](coilComm_t comm, int rank, int n) {
     float scalar = 0.5f;
