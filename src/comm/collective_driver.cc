@@ -139,7 +139,8 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
   // (call_agreement.cc); a stalled wait looks for peers in a different one.
   const uint64_t agreement =
       algo::hasRoot(call.kind) && nranks_ > 1 ? agreementTag(call.kind, seq) : 0;
-  const MismatchProbe probe(peers_, window_.get(), rank_, call.tag, agreement, describe);
+  const MismatchProbe probe(peers_, links_->everShared(), window_.get(), rank_, call.tag,
+                            agreement, describe);
   call.watch.stall = &probe;
   if (agreement != 0) {
     if (choice.algorithm == tune::Algo::kOneShot) return runRootedOneShot(call, agreement);

@@ -17,7 +17,7 @@ void MismatchProbe::check() const {
     // A failure notice may queue behind slots this call will never read.
     for (uint32_t i = 0; fifo.tryPeekAt(i, &slot); ++i)
       if (algo::isFailureNotice(slot.tag)) algo::failForeignSlot(describe_(), static_cast<int>(q), slot, tag_);
-    if (!fifo.tryPeek(&slot) || ours(slot.tag)) continue;
+    if (linksShared_ || !fifo.tryPeek(&slot) || ours(slot.tag)) continue;
     if (algo::kindOf(slot.tag) == CollKind::SendRecv) continue;
     if (algo::seqDistance(algo::seqOf(slot.tag), seq) > 0) continue;  // the peer is ahead
     fail(coilInvalidUsage, describe_(), ": mismatched collective with rank ", q, ": ",
