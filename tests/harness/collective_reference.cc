@@ -29,6 +29,13 @@ std::vector<uint8_t> moved(coilDataType_t t, int r, size_t from, size_t count) {
   return buf;
 }
 
+// The elements [skip, skip + keep) of a buffer of `es`-byte elements.
+std::vector<uint8_t> elementRange(std::vector<uint8_t> all, size_t skip, size_t keep, size_t es) {
+  all.erase(all.begin(), all.begin() + static_cast<ptrdiff_t>(skip * es));
+  all.resize(keep * es);
+  return all;
+}
+
 void append(std::vector<uint8_t>* to, const std::vector<uint8_t>& from, size_t bytes) {
   to->insert(to->end(), from.begin(), from.begin() + static_cast<ptrdiff_t>(bytes));
 }
@@ -43,6 +50,7 @@ std::string describe(const CollectiveCase& c) {
   if (algo::hasRoot(c.kind))
     s << " root " << c.root;
   if (c.inPlace) s << " in place";
+  if (c.salt != 0) s << " salt " << c.salt;
   return s.str();
 }
 
@@ -56,12 +64,10 @@ size_t outputElems(const CollectiveCase& c, int n) {
 
 std::vector<uint8_t> collectiveInput(const CollectiveCase& c, int rank, int n) {
   const size_t elems = inputElems(c, n);
-  if (algo::reduces(c.kind)) {
-    std::vector<uint8_t> in = makeInput(c.type, c.op, rank, n, elems);
-    in.resize(elems * sizeOf(c.type));  // makeInput pads a byte
-    return in;
-  }
-  return moved(c.type, rank, 0, elems);
+  if (algo::reduces(c.kind))  // (makeInput pads a byte, which elementRange drops)
+    return elementRange(makeInput(c.type, c.op, rank, n, c.salt + elems), c.salt, elems,
+                        sizeOf(c.type));
+  return moved(c.type, rank, c.salt, elems);
 }
 
 std::vector<uint8_t> collectiveExpected(const CollectiveCase& c, int rank, int n) {
@@ -71,27 +77,29 @@ std::vector<uint8_t> collectiveExpected(const CollectiveCase& c, int rank, int n
     case CollKind::AllReduce:
     case CollKind::Reduce:
       if (c.kind == CollKind::Reduce && rank != c.root) return {};
-      out = makeExpected(c.type, c.op, n, c.count);
+      out = elementRange(makeExpected(c.type, c.op, n, c.salt + c.count), c.salt, c.count, es);
       break;
     case CollKind::ReduceScatter: {
-      const std::vector<uint8_t> all = makeExpected(c.type, c.op, n, c.count * n);
+      const std::vector<uint8_t> all = elementRange(
+          makeExpected(c.type, c.op, n, c.salt + c.count * n), c.salt, c.count * n, es);
       out.assign(all.begin() + static_cast<ptrdiff_t>(rank * block),
                  all.begin() + static_cast<ptrdiff_t>((rank + 1) * block));
       break;
     }
-    case CollKind::Broadcast: out = moved(c.type, c.root, 0, c.count); break;
+    case CollKind::Broadcast: out = moved(c.type, c.root, c.salt, c.count); break;
     case CollKind::Gather:
       if (rank != c.root) return {};
       [[fallthrough]];
     case CollKind::AllGather:
-      for (int q = 0; q < n; ++q) append(&out, moved(c.type, q, 0, c.count), block);
+      for (int q = 0; q < n; ++q) append(&out, moved(c.type, q, c.salt, c.count), block);
       break;
     case CollKind::AllToAll:  // block q of mine is block `rank` of rank q's input
       for (int q = 0; q < n; ++q)
-        append(&out, moved(c.type, q, static_cast<size_t>(rank) * c.count, c.count), block);
+        append(&out, moved(c.type, q, c.salt + static_cast<size_t>(rank) * c.count, c.count),
+               block);
       break;
     case CollKind::Scatter:
-      out = moved(c.type, c.root, static_cast<size_t>(rank) * c.count, c.count);
+      out = moved(c.type, c.root, c.salt + static_cast<size_t>(rank) * c.count, c.count);
       break;
     default: break;
   }

@@ -23,6 +23,10 @@ struct CollectiveCase {
   size_t count;    // as the C API's: per rank's block where there are blocks
   int root;        // where there is one
   bool inPlace;    // as NCCL defines in place for the collective
+  // Shifts every value pattern by this many elements (below 251), so that
+  // calls of one shape can carry different data: an output left over from
+  // an earlier call then cannot pass for this one's.
+  uint32_t salt = 0;
 };
 
 /// "allgather int32 count 7 root 1 in place", for messages.
