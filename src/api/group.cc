@@ -109,21 +109,25 @@ coilResult_t runQueue(Queued& q) {
       if (q.device) addRanges(q.collectiveUse[i], &ranges);
     }
     // Sends and receives: those the peer windows take as one batch, after
-    // the collectives, then the others as one staged batch.
+    // the collectives, then the others as one staged batch. Their buffers'
+    // ranges go with that batch, not with the collectives' job that may run
+    // before the windows' batch.
     std::vector<P2pCall> throughWindows, stagedP2p;
+    std::vector<device::DeviceRange> p2pRanges;
     for (size_t i = 0; i < q.p2p.size(); ++i) {
       if (q.device && sendsThroughPeerWindows(q.comm, q.p2p[i])) {
         throughWindows.push_back(q.p2p[i]);
         continue;
       }
       stagedP2p.push_back(q.p2p[i]);
-      if (q.device) addRanges(q.p2pUse[i], &ranges);
+      if (q.device) addRanges(q.p2pUse[i], &p2pRanges);
     }
     if (!throughWindows.empty()) {
       if (!staged.empty())
         runTogether(q, std::exchange(staged, {}), {}, std::exchange(ranges, {}));
       enqueuePeerP2p(q.comm, throughWindows, q.stream, "coilGroupEnd");
     }
+    ranges.insert(ranges.end(), p2pRanges.begin(), p2pRanges.end());
     if (!staged.empty() || !stagedP2p.empty())
       runTogether(q, std::move(staged), std::move(stagedP2p), ranges);
   });

@@ -304,6 +304,64 @@ TEST_P(FakeGpuComm, SendsAndReceivesInAGroupTakeThePeerWindows) {
   });
 }
 
+// A group of three paths at once: a small all-reduce (staged: below
+// COIL_PEER_MIN_BYTES), a large message to the next rank (the windows) and a
+// small one (staged again). The staged collective runs as a job of its own
+// before the windows' batch and the staged message as one after it, and
+// each job must find every buffer it touches staged. (The staged message's
+// buffers went with the collective's job, and its own job read and wrote
+// through null pointers: a crash, found by fake_gpu_random_program_test.)
+TEST(FakeGpuCommGroups, AStagedCallAndMessagesOnBothPathsInOneGroup) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "4096");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  for (Launch launch : {Launch::Threads, Launch::Processes}) {
+    SCOPED_TRACE(launch == Launch::Threads ? "threads" : "processes");
+    constexpr int n = 3;
+    runRanks({n, launch, "shm"}, [&](coilComm_t comm, int rank) {
+      ASSERT_NE(comm->peerWindows, nullptr);
+      const size_t small = 7, large = 3001;
+      const auto in = makeInput(coilInt32, coilSum, rank, n, small);
+      const auto want = makeExpected(coilInt32, coilSum, n, small);
+      FakeDeviceBuffer sum(small * 4), bigOut(large * 4), bigIn(large * 4), smallOut(small * 4),
+          smallIn(small * 4);
+      std::memcpy(sum.get(), in.data(), small * 4);
+      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      for (size_t i = 0; i < large; ++i) {
+        const int32_t v = messageValue(rank, next, 0, i);
+        std::memcpy(bigOut.get() + i * 4, &v, 4);
+      }
+      for (size_t i = 0; i < small; ++i) {
+        const int32_t v = messageValue(rank, next, 1, i);
+        std::memcpy(smallOut.get() + i * 4, &v, 4);
+      }
+      device::Stream stream = device::createStream();
+      const uint64_t before = comm->peerWindows->p2pRun.load();
+      ASSERT_EQ(coilGroupStart(), coilSuccess);
+      ASSERT_EQ(coilAllReduce(sum.get(), sum.get(), small, coilInt32, coilSum, comm, stream),
+                coilSuccess);
+      ASSERT_EQ(coilSend(bigOut.get(), large, coilInt32, next, comm, stream), coilSuccess);
+      ASSERT_EQ(coilSend(smallOut.get(), small, coilInt32, next, comm, stream), coilSuccess);
+      ASSERT_EQ(coilRecv(bigIn.get(), large, coilInt32, prev, comm, stream), coilSuccess);
+      ASSERT_EQ(coilRecv(smallIn.get(), small, coilInt32, prev, comm, stream), coilSuccess);
+      ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+      ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
+      EXPECT_EQ(comm->peerWindows->p2pRun.load() - before, 1u);
+      ASSERT_EQ(firstMismatch(coilInt32, sum.get(), want.data(), small), SIZE_MAX);
+      for (size_t i = 0; i < large; ++i) {
+        int32_t v = 0;
+        std::memcpy(&v, bigIn.get() + i * 4, 4);
+        ASSERT_EQ(v, messageValue(prev, rank, 0, i)) << "large message, element " << i;
+      }
+      for (size_t i = 0; i < small; ++i) {
+        int32_t v = 0;
+        std::memcpy(&v, smallIn.get() + i * 4, 4);
+        ASSERT_EQ(v, messageValue(prev, rank, 1, i)) << "small message, element " << i;
+      }
+      device::destroyStream(stream);
+    });
+  }
+}
+
 // A send and a receive of different sizes through the windows: both ranks'
 // calls fail, each naming the problem, instead of one copying too little
 // and the other waiting out its deadline.
