@@ -124,6 +124,7 @@ constexpr Variable kVariables[] = {
     integer(kDevelopment, "COIL_PROGRAM_SEED", 0, INT32_MAX,
             "random_program_test: run this program alone"),
     integer(kDevelopment, "COIL_PROGRAMS", 1, INT32_MAX, "random_program_test: programs a setup"),
+    boolean(kDevelopment, "COIL_PROGRAM_TRACE", "random_program_test: print each step"),
     boolean(kDevelopment, "COIL_CONVERT_EXHAUSTIVE", "device_convert_test: all 2^32 inputs"),
     text(kDevelopment, "COIL_TORCH_TEST_WORLDS", "tests/torch: world sizes, e.g. 2,3"),
     text(kDevelopment, "COIL_TORCH_TEST_TRACE", "tests/torch/test_p2p.py: any value traces"),
