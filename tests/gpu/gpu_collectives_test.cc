@@ -432,6 +432,32 @@ void sendRecvBody(coilComm_t comm, int rank, int n) {
   }
 }
 
+// One group on three paths: a small all-reduce and a small message (staged:
+// below COIL_PEER_MIN_BYTES, 256 KiB by default) and a message of 512 KiB
+// (the peer windows, where the ranks have them). Each staged job must find
+// its own buffers staged: on the fake GPU the small message's were not, and
+// the group crashed (fake_gpu_comm_test's AStagedCallAndMessagesOnBothPaths).
+void mixedPathsGroupBody(coilComm_t comm, int rank, int n) {
+  Stream stream;
+  const size_t small = 7, large = size_t{1} << 17;
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  DeviceBuffer sum(makeInput(coilInt32, coilSum, rank, n, small)), bigOut(tagged(rank, large)),
+      smallOut(tagged(rank + 7, small)), bigIn(large * 4), smallIn(small * 4);
+  expectOk(coilGroupStart(), comm);
+  expectOk(coilAllReduce(sum.get(), sum.get(), small, coilInt32, coilSum, comm, stream.s), comm);
+  expectOk(coilSend(bigOut.get(), large, coilInt32, next, comm, stream.s), comm);
+  expectOk(coilSend(smallOut.get(), small, coilInt32, next, comm, stream.s), comm);
+  expectOk(coilRecv(bigIn.get(), large, coilInt32, prev, comm, stream.s), comm);
+  expectOk(coilRecv(smallIn.get(), small, coilInt32, prev, comm, stream.s), comm);
+  expectOk(coilGroupEnd(), comm);
+  stream.sync();
+  const auto want = makeExpected(coilInt32, coilSum, n, small);
+  const auto gotSum = sum.download(), gotBig = bigIn.download(), gotSmall = smallIn.download();
+  ASSERT_EQ(firstMismatch(coilInt32, gotSum.data(), want.data(), small), SIZE_MAX);
+  for (size_t i = 0; i < large; ++i) ASSERT_EQ(at(gotBig, i), tagValue(prev, i)) << i;
+  for (size_t i = 0; i < small; ++i) ASSERT_EQ(at(gotSmall, i), tagValue(prev + 7, i)) << i;
+}
+
 // The call returns while the stream is still held up by earlier work; the
 // result is there after the stream sync, not before.
 void asyncBody(coilComm_t comm, int rank, int n) {
@@ -501,6 +527,9 @@ TEST_P(Procs, RootedCollectivesFromEveryRoot) { inProcesses(GetParam(), rootedBo
 TEST_P(Procs, AllGatherReduceScatterAllToAll) { inProcesses(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Procs, SendRecvBothWaysInAGroup) {
   if (GetParam() > 1) inProcesses(GetParam(), sendRecvBody);
+}
+TEST_P(Procs, StagedAndWindowedCallsInOneGroup) {
+  if (GetParam() > 1) inProcesses(GetParam(), mixedPathsGroupBody);
 }
 TEST_P(Procs, CallsReturnBeforeTheirStreamRuns) { inProcesses(GetParam(), asyncBody); }
 TEST_P(Procs, ArgumentChecks) { inProcesses(GetParam(), argumentBody); }
@@ -619,6 +648,9 @@ TEST_P(Threads, RootedCollectivesFromEveryRoot) { inThreads(GetParam(), rootedBo
 TEST_P(Threads, AllGatherReduceScatterAllToAll) { inThreads(GetParam(), gatherScatterFamilyBody); }
 TEST_P(Threads, SendRecvBothWaysInAGroup) {
   if (GetParam() > 1) inThreads(GetParam(), sendRecvBody);
+}
+TEST_P(Threads, StagedAndWindowedCallsInOneGroup) {
+  if (GetParam() > 1) inThreads(GetParam(), mixedPathsGroupBody);
 }
 
 // Eight ranks as threads on one GPU, each thread copying on the legacy
