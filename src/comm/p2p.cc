@@ -200,12 +200,13 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
           }
           continue;
         }
+        // (An empty message's buffer may be NULL, as NCCL allows: no copy.)
         auto* base = static_cast<uint8_t*>(t.call.buffer) + t.done;
         const size_t n = std::min(slice, t.bytes - t.done);
         if (t.call.isSend) {
           void* slot = t.conn->sendFifo().tryAcquire();
           if (!slot) continue;
-          std::memcpy(slot, base, n);
+          if (n != 0) std::memcpy(slot, base, n);
           t.conn->sendFifo().publish(static_cast<uint32_t>(n), t.tag);
           t.conn->kick();
         } else {
@@ -215,7 +216,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
           if (in.bytes != n)
             fail(coilInvalidUsage, describe(t), ": rank ", t.call.peer, " sent a slice of ",
                  in.bytes, " bytes where ", n, " were expected: the counts differ");
-          std::memcpy(base, in.data, n);
+          if (n != 0) std::memcpy(base, in.data, n);
           t.conn->recvFifo().release();
           t.conn->kick();
         }
