@@ -13,13 +13,16 @@
 #     RDMA writes still in flight): the data arrives, since coil's exit
 #     waits until the peer's NIC acknowledged them (the broadcast and
 #     forked-child cases passed too, 2026-11-29, and took 40 s more).
-# Usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TEST EXIT_TEST
+#   random_program_test: two random programs on 3 ranks as threads (long
+#     mixes of every collective, groups and messages, a split child).
+# Usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TEST EXIT_TEST RANDOM_TEST
 set -u
-usage="usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TEST EXIT_TEST"
+usage="usage: ib_test_bodies.sh COLLECTIVES_TEST FAULTS_TEST API_MISUSE_TEST EXIT_TEST RANDOM_TEST"
 collectives=${1:?$usage}
 faults=${2:?$usage}
 misuse=${3:?$usage}
 exit_test=${4:?$usage}
+random_test=${5:?$usage}
 here=$(dirname "$0")
 . "$here/lib.sh"
 # Faults.TimeoutWhenAPeerNeverCalls: 3 s, not 500 ms (that deadline covers
@@ -44,5 +47,7 @@ run "collectives over ib, threads" "$collectives" --gtest_filter='Threads/*/ib_t
 run "faults over ib" "$faults"
 run "registration over ib" "$misuse" --gtest_filter='Registration.*'
 run "exit without destroy over ib" "$exit_test" --gtest_filter='*/ib_send'
+export COIL_PROGRAMS=2
+run "random programs over ib" "$random_test" --gtest_filter='Threads/*/ib_threads_3'
 [ $fail = 0 ] && echo "rxe_ib_test_bodies: passed" || echo "rxe_ib_test_bodies: FAILED"
 exit $fail
