@@ -4,6 +4,8 @@
 // COIL_PROGRAMS=<k> runs k programs per setup.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 

@@ -197,33 +197,23 @@ bool makeStep(const Step& s, coilComm_t comm, int rank, int n, Memory& memory, M
       made->outputs.push_back({describe(c), c.type, static_cast<const uint8_t*>(placed[i].recv),
                                outputElems(c, n), std::move(want)});
   }
-  std::vector<uint8_t*> messageBuffers(s.messages.size());
+  // Each end of a message has its own buffer (both, for one to the rank
+  // itself): the sender's holds the message, the receiver's 0xA5.
+  std::vector<uint8_t*> sendFrom(s.messages.size()), recvInto(s.messages.size());
   for (size_t i = 0; i < s.messages.size(); ++i) {
     const Message& m = s.messages[i];
     if (m.src != rank && m.dst != rank) continue;
     const size_t bytes = m.count * sizeOf(m.type);
-    uint8_t* b = messageBuffers[i] = buffer(bytes);
-    if (m.src == rank && m.dst != rank) {
-      const std::vector<uint8_t> data = messageData(m);
-      std::copy_n(data.begin(), bytes, b);
+    std::vector<uint8_t> data = messageData(m);
+    if (m.src == rank) {
+      sendFrom[i] = buffer(bytes);
+      std::copy_n(data.begin(), bytes, sendFrom[i]);
     }
-  }
-  // A message to the rank itself needs a buffer for each end.
-  std::vector<uint8_t*> selfSends(s.messages.size());
-  for (size_t i = 0; i < s.messages.size(); ++i) {
-    const Message& m = s.messages[i];
-    if (m.src != rank || m.dst != rank) continue;
-    const size_t bytes = m.count * sizeOf(m.type);
-    selfSends[i] = buffer(bytes);
-    const std::vector<uint8_t> data = messageData(m);
-    std::copy_n(data.begin(), bytes, selfSends[i]);
-  }
-  for (size_t i = 0; i < s.messages.size(); ++i) {
-    const Message& m = s.messages[i];
-    if (m.dst != rank) continue;
-    std::fill_n(messageBuffers[i], std::max<size_t>(m.count * sizeOf(m.type), 1), uint8_t{0xA5});
-    made->outputs.push_back(
-        {describe(m), m.type, messageBuffers[i], m.count, messageData(m)});
+    if (m.dst == rank) {
+      recvInto[i] = buffer(bytes);
+      std::fill_n(recvInto[i], bytes, uint8_t{0xA5});
+      made->outputs.push_back({describe(m), m.type, recvInto[i], m.count, std::move(data)});
+    }
   }
 
   // A crash leaves no gtest message: COIL_PROGRAM_TRACE shows the step.
@@ -237,13 +227,10 @@ bool makeStep(const Step& s, coilComm_t comm, int rank, int n, Memory& memory, M
       ok = !failed(callCollective(c, placed[p.index], comm, stream), describe(c));
     } else {
       const Message& m = s.messages[p.index];
-      if (p.isSend) {
-        const uint8_t* from = m.dst == rank ? selfSends[p.index] : messageBuffers[p.index];
-        ok = !failed(coilSend(from, m.count, m.type, m.dst, comm, stream), "send of " + describe(m));
-      } else {
-        ok = !failed(coilRecv(messageBuffers[p.index], m.count, m.type, m.src, comm, stream),
-                     "receive of " + describe(m));
-      }
+      ok = p.isSend ? !failed(coilSend(sendFrom[p.index], m.count, m.type, m.dst, comm, stream),
+                              "send of " + describe(m))
+                    : !failed(coilRecv(recvInto[p.index], m.count, m.type, m.src, comm, stream),
+                              "receive of " + describe(m));
     }
     if (!ok) break;
   }
@@ -351,7 +338,10 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
           << (e.onChild ? (p.splitShare ? "child (split shared)" : "child") : "world")
           << " (COIL_ALGO=" << p.algo << "), rank " << r << " of " << size;
     made.push_back({where.str(), {}, {}});
-    if (!makeStep(drawStep(e.seed, size), comm, r, size, memory, &made.back())) break;
+    if (!makeStep(drawStep(e.seed, size), comm, r, size, memory, &made.back())) {
+      memory.finish(comm);  // (failed) so that no queued call outlives its buffers
+      break;
+    }
     if (e.waitAfter && !checkSteps(comm, memory, &made)) break;
   }
   EXPECT_EQ(coilCommDestroy(child), coilSuccess);
