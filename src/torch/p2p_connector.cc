@@ -70,13 +70,15 @@ void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
+    const std::string text(value.begin(), value.end());
+    // At the stop request the store is left alone: its host (rank 0) may be
+    // exiting already, and torch logs every call that finds it gone.
+    if (text == kStop || stopping_.load()) return;
     try {
       waitStore->deleteKey(key);
     } catch (const c10::Error&) {
       // Kept: a few bytes.
     }
-    const std::string text(value.begin(), value.end());
-    if (text == kStop || stopping_.load()) return;
     const size_t space = text.find(' ');
     coilUniqueId id;
     if (space == std::string::npos || text.size() - space - 1 != sizeof id.internal) continue;

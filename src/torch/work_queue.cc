@@ -91,7 +91,10 @@ void CoilWork::setCudaOp(std::shared_ptr<CudaOp> op, std::vector<at::Tensor> inp
 }
 
 bool CoilWork::isCompleted() {
-  if (!c10d::Work::isCompleted()) return false;
+  // completeHere() completes the future a moment before the work: a caller
+  // woken by the future (work.get_future().wait()) must find the work
+  // completed too.
+  if (!c10d::Work::isCompleted() && !future_->completed()) return false;
   return !cuda_ || cuda_->finished();
 }
 

@@ -9,6 +9,7 @@ to what the sender made. Covered:
     one tag stay in order;
   - batch_isend_irecv with two sends and two receives on one peer;
   - a blocking send inside an open coalesced batch raises naming it (coil);
+  - a work is completed once its future is (coil: gloo's have no future);
   - recv from any source (blocking and irecv), which says who sent;
   - a receive whose message never comes times out after the group's timeout;
   - isend then irecv of the same large tensor (4 Mi float32) on both ranks of a
@@ -185,6 +186,29 @@ def worker(rank, world, port):
         on_pairs(blocking_send_in_batch)("blocking send in an open batch [coil]", None)
     except Exception:  # noqa: BLE001 - collect, keep the ranks in step
         failures.append(f"blocking send in an open batch [coil]: raised\n{traceback.format_exc()}")
+    dist.barrier(group=gloo)
+
+    # A work whose future has completed is completed (coil only: gloo's
+    # point-to-point works have no future). The future completes a moment
+    # before the work itself, on another thread; a caller woken by the
+    # future used to find is_completed() still False now and then.
+    def completed_after_future(name, group, peer):
+        late = 0
+        for i in range(300):
+            got = torch.zeros(3)
+            works = [dist.isend(data(rank, peer, i, 3), peer, group, 13),
+                     dist.irecv(got, peer, group, 13)]
+            for w in works:
+                w.get_future().wait()
+                late += 0 if w.is_completed() else 1
+            expect_equal(f"{name} message {i}", got, data(peer, rank, i, 3))
+        checks[0] += 1
+        if late:
+            failures.append(f"{name}: {late} of 600 works not completed once their future was")
+    try:
+        on_pairs(completed_after_future)("completed once the future is [coil]", None)
+    except Exception:  # noqa: BLE001 - collect, keep the ranks in step
+        failures.append(f"completed once the future is [coil]: raised\n{traceback.format_exc()}")
     dist.barrier(group=gloo)
 
     # Receives from any source: rank 0 takes one message from every other
