@@ -3,7 +3,8 @@
 //
 // Bodies capture tensors (cheap handles) and the comm by value. They stage
 // non-contiguous tensors through contiguous copies (Staged) and copy results
-// back. Reductions map dtype and op through reductionFor(); pure data
+// back. Reductions run on reducible() views (a complex tensor as its pairs
+// of reals) and map dtype and op through reductionFor(); pure data
 // movement uses movedElements(), which moves any dtype.
 #include <c10/util/Exception.h>
 
@@ -83,11 +84,12 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& t
     });
   }
   checkLikeFirst(tensors, "allreduce", "input");
-  Reduction red = reductionFor(tensors[0].scalar_type(), opts.reduceOp, "allreduce");
+  const std::vector<at::Tensor> reals = reducible(tensors, opts.reduceOp, "allreduce");
+  Reduction red = reductionFor(reals[0].scalar_type(), opts.reduceOp, "allreduce");
   CommRef c = commRef();
   if (tensors.size() > 1) {
-    std::vector<at::Tensor> entries = tensors;
-    return enqueue(c10d::OpType::ALLREDUCE, entries, [entries, red, c]() mutable {
+    std::vector<at::Tensor> entries = reals;
+    return enqueue(c10d::OpType::ALLREDUCE, tensors, [entries, red, c]() mutable {
       ScopedReduceOp op(red, entries[0].scalar_type(), c.get());
       at::Tensor acc = combineEntries(entries, red.op);
       check(coilAllReduce(acc.data_ptr(), acc.data_ptr(), acc.numel(), red.type, op.get(), c.get(),
@@ -96,8 +98,8 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& t
       copyIntoEach(acc, entries);
     });
   }
-  const at::Tensor& t = tensors[0];
-  return enqueue(c10d::OpType::ALLREDUCE, {t}, [t, red, c] {
+  const at::Tensor& t = reals[0];
+  return enqueue(c10d::OpType::ALLREDUCE, {tensors[0]}, [t, red, c] {
     Staged s(t);
     ScopedReduceOp op(red, t.scalar_type(), c.get());
     check(coilAllReduce(s.data(), s.data(), t.numel(), red.type, op.get(), c.get(), opStream()),
@@ -110,16 +112,17 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "coil backend: allreduce_coalesced got no tensors");
   checkSameKind(tensors, tensors[0].scalar_type(), -1, "allreduce_coalesced", "tensors");
-  Reduction red = reductionFor(tensors[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
+  std::vector<at::Tensor> reals = reducible(tensors, opts.reduceOp, "allreduce_coalesced");
+  Reduction red = reductionFor(reals[0].scalar_type(), opts.reduceOp, "allreduce_coalesced");
   CommRef c = commRef();
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, [tensors, red, c]() mutable {
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, [reals, red, c]() mutable {
     // One all-reduce over the tensors laid end to end.
-    at::Tensor flat = flattenInto(tensors);
+    at::Tensor flat = flattenInto(reals);
     ScopedReduceOp op(red, flat.scalar_type(), c.get());
     check(coilAllReduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), red.type, op.get(), c.get(),
                         opStream()),
           "coilAllReduce");
-    unflattenFrom(flat, tensors);
+    unflattenFrom(flat, reals);
   });
 }
 
@@ -151,14 +154,15 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce(std::vector<at::Tensor>& tens
   const at::Tensor& t = single(tensors, "reduce");
   checkRank(opts.rootRank, size_, "reduce", "root rank");
   TORCH_CHECK(opts.rootTensor == 0, "coil backend: reduce: rootTensor must be 0");
-  Reduction red = reductionFor(t.scalar_type(), opts.reduceOp, "reduce");
+  const at::Tensor r = reducible(t, opts.reduceOp, "reduce");
+  Reduction red = reductionFor(r.scalar_type(), opts.reduceOp, "reduce");
   const int root = static_cast<int>(opts.rootRank);
   const bool isRoot = root == rank_;
   CommRef c = commRef();
-  return enqueue(c10d::OpType::REDUCE, {t}, [t, red, root, isRoot, c] {
-    Staged s(t);
-    ScopedReduceOp op(red, t.scalar_type(), c.get());
-    check(coilReduce(s.data(), s.data(), t.numel(), red.type, op.get(), root, c.get(), opStream()),
+  return enqueue(c10d::OpType::REDUCE, {t}, [r, red, root, isRoot, c] {
+    Staged s(r);
+    ScopedReduceOp op(red, r.scalar_type(), c.get());
+    check(coilReduce(s.data(), s.data(), r.numel(), red.type, op.get(), root, c.get(), opStream()),
           "coilReduce");
     if (isRoot) s.writeBack();
   });
@@ -358,13 +362,14 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter(
   TORCH_CHECK(inputs[0][rank_].numel() == out.numel(), "coil backend: reduce_scatter: input[",
               rank_, "] has ", inputs[0][rank_].numel(), " elements, but this rank's output has ",
               out.numel());
-  Reduction red = reductionFor(out.scalar_type(), opts.reduceOp, "reduce_scatter");
-  std::vector<at::Tensor> ins = inputs[0];
+  const at::Tensor realOut = reducible(out, opts.reduceOp, "reduce_scatter");
+  Reduction red = reductionFor(realOut.scalar_type(), opts.reduceOp, "reduce_scatter");
+  std::vector<at::Tensor> ins = reducible(inputs[0], opts.reduceOp, "reduce_scatter");
   const bool even = std::all_of(ins.begin(), ins.end(),
-                                [&](const at::Tensor& t) { return t.numel() == out.numel(); });
+                                [&](const at::Tensor& t) { return t.numel() == realOut.numel(); });
   const int rank = rank_;
   CommRef c = commRef();
-  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [out, ins, red, even, rank, c] {
+  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [out = realOut, ins, red, even, rank, c] {
     ScopedReduceOp op(red, out.scalar_type(), c.get());
     if (!even) return reduceScatterUneven(out, ins, rank, red.type, op.get(), c.get());
     at::Tensor flat = flattenInto(ins);
@@ -381,9 +386,12 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::_reduce_scatter_base(
   checkDenseTensor(output, "reduce_scatter_tensor");
   checkSameKind({input}, output.scalar_type(), size_ * output.numel(), "reduce_scatter_tensor",
                 "input");
-  Reduction red = reductionFor(output.scalar_type(), opts.reduceOp, "reduce_scatter_tensor");
+  const at::Tensor realOut = reducible(output, opts.reduceOp, "reduce_scatter_tensor");
+  const at::Tensor realIn = reducible(input, opts.reduceOp, "reduce_scatter_tensor");
+  Reduction red = reductionFor(realOut.scalar_type(), opts.reduceOp, "reduce_scatter_tensor");
   CommRef c = commRef();
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [output, input, red, c] {
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+                 [output = realOut, input = realIn, red, c] {
     Staged in(input), out(output);
     ScopedReduceOp op(red, output.scalar_type(), c.get());
     check(coilReduceScatter(in.data(), out.data(), output.numel(), red.type, op.get(), c.get(), opStream()),
@@ -402,12 +410,17 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::reduce_scatter_tensor_coalesced(
     checkDenseTensor(outputs[i], "reduce_scatter_tensor_coalesced");
     checkSameKind({inputs[i]}, outputs[i].scalar_type(), size_ * outputs[i].numel(),
                   "reduce_scatter_tensor_coalesced", "input");
-    reds.push_back(
-        reductionFor(outputs[i].scalar_type(), opts.reduceOp, "reduce_scatter_tensor_coalesced"));
   }
+  const std::vector<at::Tensor> realOuts =
+      reducible(outputs, opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  const std::vector<at::Tensor> realIns =
+      reducible(inputs, opts.reduceOp, "reduce_scatter_tensor_coalesced");
+  for (const at::Tensor& out : realOuts)
+    reds.push_back(
+        reductionFor(out.scalar_type(), opts.reduceOp, "reduce_scatter_tensor_coalesced"));
   CommRef c = commRef();
   return enqueue(torch_names::kReduceScatterTensorCoalesced, outputs,
-                 [outputs, inputs, reds, c] {
+                 [outputs = realOuts, inputs = realIns, reds, c] {
                    for (size_t i = 0; i < outputs.size(); ++i) {
                      Staged in(inputs[i]), out(outputs[i]);
                      ScopedReduceOp op(reds[i], outputs[i].scalar_type(), c.get());

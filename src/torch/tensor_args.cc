@@ -149,6 +149,30 @@ Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char
   }
 }
 
+at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* opName) {
+  if (!t.defined() || !t.is_complex()) return t;
+  const auto kind = op.op_;
+  bool realFactor = true;
+  if (kind == c10d::ReduceOp::PREMUL_SUM && op.supplement_) {
+    const auto* sup = static_cast<const torch_names::PreMulSumSupplement*>(op.supplement_.get());
+    realFactor = !sup->tensor_factor.defined() || !sup->tensor_factor.is_complex();
+  }
+  TORCH_CHECK((kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG ||
+               kind == c10d::ReduceOp::PREMUL_SUM) && realFactor,
+              "coil backend: ", opName, ": ReduceOp.", reduceOpName(kind), " is not supported for ",
+              dtypeName(t.scalar_type()),
+              " (complex tensors reduce with SUM, AVG and PREMUL_SUM by a real factor, as gloo)");
+  return at::view_as_real(t);
+}
+
+std::vector<at::Tensor> reducible(const std::vector<at::Tensor>& ts, const c10d::ReduceOp& op,
+                                  const char* opName) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const at::Tensor& t : ts) out.push_back(reducible(t, op, opName));
+  return out;
+}
+
 bool cudaTensorsEnabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("COIL_TORCH_CUDA");

@@ -45,6 +45,16 @@ struct Reduction {
 /// BOR = MAX, BAND = MIN.
 Reduction reductionFor(at::ScalarType type, const c10d::ReduceOp& op, const char* opName);
 
+/// The tensor a reduction runs on. A complex tensor becomes its pairs of
+/// reals (at::view_as_real: the same memory, twice the elements), which is
+/// exact for the ops that act on each part alone: SUM, AVG and PREMUL_SUM
+/// with a real factor, the ones gloo reduces complex tensors with. Any
+/// other op on a complex tensor throws naming it. Other tensors come back
+/// as they are.
+at::Tensor reducible(const at::Tensor& t, const c10d::ReduceOp& op, const char* opName);
+std::vector<at::Tensor> reducible(const std::vector<at::Tensor>& ts, const c10d::ReduceOp& op,
+                                  const char* opName);
+
 /// Whether CUDA tensors are accepted: yes unless COIL_TORCH_CUDA=0. (Opt-in
 /// until tests/torch/test_cuda.py passed on an H100, 2026-11-26 and twice on
 /// 11-27; earlier runs crashed, then hung: docs/architecture.md, the adapter.)

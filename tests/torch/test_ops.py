@@ -333,6 +333,41 @@ def worker(rank, world, port):
             expect_equal(f"reduce_scatter_tensor {op}", got_t, want)
         case(f"reduce_scatter {op}", run_reduce_scatter)
 
+    # ---- complex tensors in the calls torch hands over as they are ---------------
+    # torch views complex tensors as pairs of reals itself for all_reduce, but
+    # not for reduce, reduce_scatter or ProcessGroup.allreduce: gloo sums and
+    # averages them there, and so must coil; other ops raise, on both.
+    for dtype in (torch.complex64, torch.complex128):
+        for op in (R.SUM, R.AVG):
+            def run_complex(dtype=dtype, op=op):
+                def cx(salt, n):
+                    re = make(torch, torch.float64, (n,), rank, salt, -9, 9)
+                    im = make(torch, torch.float64, (n,), rank, salt + 1, -9, 9)
+                    return torch.complex(re, im).to(dtype) * world  # AVG stays exact
+                x = cx(1300, 37)
+                for root in range(world):
+                    want, got = x.clone(), x.clone()
+                    dist.reduce(want, dst=root, op=op, group=gloo)
+                    dist.reduce(got, dst=root, op=op)
+                    if rank == root:
+                        expect_equal(f"reduce {dtype} {op} root {root}", got, want)
+                flat = cx(1310, 11 * world)
+                want = torch.zeros(11, dtype=dtype)
+                dist.reduce_scatter_tensor(want, flat, op=op, group=gloo)
+                got = torch.zeros(11, dtype=dtype)
+                dist.reduce_scatter_tensor(got, flat, op=op)
+                expect_equal(f"reduce_scatter_tensor {dtype} {op}", got, want)
+                got = torch.zeros(11, dtype=dtype)
+                dist.reduce_scatter(got, list(flat.split(11)), op=op)
+                expect_equal(f"reduce_scatter {dtype} {op}", got, want)
+                opts = dist.AllreduceOptions()
+                opts.reduceOp = op
+                want, got = x.clone(), x.clone()
+                gloo.allreduce([want], opts).wait()
+                dist.group.WORLD.allreduce([got], opts).wait()
+                expect_equal(f"ProcessGroup.allreduce {dtype} {op}", got, want)
+            case(f"complex {dtype} {op}", run_complex)
+
     # ---- all-to-all ----------------------------------------------------------
     def run_alltoall_even():
         x = make(torch, torch.float32, (world * 6, 5), rank, 800, -99, 99)
@@ -412,6 +447,9 @@ def worker(rank, world, port):
                  "coil backend", "BXOR", "torch.float32")
     expect_error("bool AVG", lambda: dist.all_reduce(torch.zeros(3, dtype=torch.bool),
                                                      op=R.AVG), "AVG", "torch.bool")
+    expect_error("complex MAX", lambda: dist.reduce(torch.zeros(3, dtype=torch.complex64), dst=0,
+                                                    op=R.MAX),
+                 "coil backend", "MAX", "torch.complex64")
     # What coil does not offer (README "Supported operations") says so by name.
     expect_error("sparse tensor, MAX", lambda: dist.all_reduce(torch.zeros(3).to_sparse(),
                                                                op=R.MAX),
