@@ -30,11 +30,25 @@ constexpr int64_t kDefaultMinBytes = int64_t{256} << 10;
 // its own by then is stuck or gone.
 constexpr int64_t kExchangeMs = 60'000;
 
+// The windows are made at init, so every exchange here goes over the
+// bootstrap (Communicator::allGatherAtSetup), never the links: a
+// non-blocking child of a split with splitShare=1 makes its windows while
+// its parent may be running operations on the links they share.
+
 // Rank 0's values, on every rank: settings the ranks must share.
 void fromRankZero(Communicator& c, uint64_t* values, size_t count) {
-  std::vector<uint64_t> out(count);
-  c.collective({algo::CollKind::Broadcast, values, out.data(), count, coilUint64, coilSum, 0});
-  std::copy(out.begin(), out.end(), values);
+  std::vector<uint64_t> all(count * static_cast<size_t>(c.nranks()));
+  std::copy(values, values + count, all.begin() + static_cast<ptrdiff_t>(count * c.rank()));
+  c.allGatherAtSetup(all.data(), count * sizeof(uint64_t));
+  std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(count), values);
+}
+
+// Whether `mine` holds on every rank.
+bool everyRankAgreesAtSetup(Communicator& c, bool mine) {
+  std::vector<int32_t> all(static_cast<size_t>(c.nranks()));
+  all[static_cast<size_t>(c.rank())] = mine ? 1 : 0;
+  c.allGatherAtSetup(all.data(), sizeof(int32_t));
+  return std::all_of(all.begin(), all.end(), [](int32_t yes) { return yes == 1; });
 }
 
 std::string mailboxName(uint64_t token, int rank) {
@@ -113,8 +127,8 @@ std::string mapPeersWindows(coilComm* comm, const Settings& settings, const Owne
                             FdMailbox& mailbox, PeerWindows* pw) {
   Communicator& c = *comm->impl;
   std::vector<uint64_t> sizes(static_cast<size_t>(c.nranks()));
-  uint64_t mySize = pw->mappings[c.rank()].bytes;
-  c.collective({algo::CollKind::AllGather, &mySize, sizes.data(), 1, coilUint64, coilSum, 0});
+  sizes[static_cast<size_t>(c.rank())] = pw->mappings[c.rank()].bytes;
+  c.allGatherAtSetup(sizes.data(), sizeof(uint64_t));
   const Deadline deadline = Deadline::after(std::min<int64_t>(kExchangeMs, c.options().timeoutMs));
   std::string sendError;
   std::thread sender([&] {
@@ -146,10 +160,10 @@ std::string shareByDescriptors(coilComm* comm, const Settings& settings, PeerWin
   OwnedFd exported;
   std::optional<FdMailbox> mailbox;
   std::string why = openOwnWindow(comm, settings, pw, &exported, &mailbox);
-  if (!everyRankAgrees(c, why.empty()))
+  if (!everyRankAgreesAtSetup(c, why.empty()))
     return why.empty() ? "another rank cannot export cuMem memory" : why;
   why = mapPeersWindows(comm, settings, exported, *mailbox, pw);
-  if (!everyRankAgrees(c, why.empty()))
+  if (!everyRankAgreesAtSetup(c, why.empty()))
     return why.empty() ? "another rank could not map every window" : why;
   return {};
 }
@@ -183,11 +197,11 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
   } catch (const Error& e) {
     why = e.what();
   }
-  if (!everyRankAgrees(c, why.empty()))
+  if (!everyRankAgreesAtSetup(c, why.empty()))
     return why.empty() ? "another rank cannot make a legacy IPC allocation" : why;
   std::vector<IpcRecord> all(static_cast<size_t>(c.nranks()));
-  c.collective({algo::CollKind::AllGather, &mine, all.data(), sizeof(IpcRecord), coilUint8,
-                coilSum, 0});
+  all[static_cast<size_t>(rank)] = mine;
+  c.allGatherAtSetup(all.data(), sizeof(IpcRecord));
   for (int peer = 0; peer < c.nranks() && why.empty(); ++peer) {
     if (peer == rank) continue;
     const IpcRecord& r = all[static_cast<size_t>(peer)];
@@ -208,7 +222,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
       why = "opening rank " + std::to_string(peer) + "'s window: " + e.what();
     }
   }
-  if (!everyRankAgrees(c, why.empty()))
+  if (!everyRankAgreesAtSetup(c, why.empty()))
     return why.empty() ? "another rank could not open every window" : why;
   return {};
 }

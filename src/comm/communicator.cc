@@ -614,6 +614,12 @@ const transport::Traits& Communicator::slowestTraits() const {
   return preferred;
 }
 
+void Communicator::allGatherAtSetup(void* all, size_t bytes) {
+  checkUsable();
+  bootstrap_->setDeadline(Deadline::after(options_.timeoutMs));
+  bootstrap_->allGather(all, bytes);
+}
+
 SplitPlan Communicator::planSplit(int color, int key, bool share) {
   checkUsable();
   struct Entry {

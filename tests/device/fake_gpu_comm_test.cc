@@ -362,6 +362,66 @@ TEST(FakeGpuCommGroups, AStagedCallAndMessagesOnBothPathsInOneGroup) {
   }
 }
 
+// A non-blocking split whose child shares the parent's links (splitShare):
+// the parent goes on with calls on its stream at once, while the child
+// joins and makes its peer windows. The child's setup must not run
+// collectives of its own on the links the parent is using (it did: the
+// parent's calls then failed, "the link ... is in use by another
+// communicator that shares it"; the random programs found it).
+TEST(FakeGpuCommSplits, ANonBlockingSharedChildJoinsWhileItsParentRunsOnItsStream) {
+  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1024");
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  for (Launch launch : {Launch::Threads, Launch::Processes}) {
+    SCOPED_TRACE(launch == Launch::Threads ? "threads" : "processes");
+    constexpr int n = 3;
+    runRanks({n, launch, "shm"}, [&](coilComm_t comm, int rank) {
+      device::Stream stream = device::createStream();
+      for (int round = 0; round < 4; ++round) {
+        SCOPED_TRACE(::testing::Message() << "round " << round);
+        coilConfig_t config = COIL_CONFIG_INITIALIZER;
+        config.splitShare = 1;
+        config.blocking = 0;
+        coilComm_t child = nullptr;
+        const coilResult_t split = coilCommSplit(comm, 0, rank, &child, &config);
+        ASSERT_TRUE(split == coilSuccess || split == coilInProgress) << coilGetLastError(comm);
+        // The parent's calls, small (staged) and large (the windows), at once.
+        for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}}) {
+          const auto in = makeInput(coilInt32, coilSum, rank, n, count);
+          const auto want = makeExpected(coilInt32, coilSum, n, count);
+          FakeDeviceBuffer buf(count * 4);
+          std::memcpy(buf.get(), in.data(), count * 4);
+          ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, comm, stream),
+                    coilSuccess)
+              << coilGetLastError(comm);
+          ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
+          ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
+              << "the parent's all-reduce of " << count;
+        }
+        coilResult_t state = coilInProgress;
+        for (int i = 0; i < 60000 && state == coilInProgress; ++i) {
+          ASSERT_EQ(coilCommGetAsyncError(child, &state), coilSuccess);
+          if (state == coilInProgress) usleep(1000);
+        }
+        ASSERT_EQ(state, coilSuccess) << coilGetLastError(child);
+        const size_t count = 3001;
+        const auto in = makeInput(coilInt32, coilSum, rank, n, count);
+        const auto want = makeExpected(coilInt32, coilSum, n, count);
+        FakeDeviceBuffer buf(count * 4);
+        std::memcpy(buf.get(), in.data(), count * 4);
+        ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, child, stream),
+                  coilSuccess)
+            << coilGetLastError(child);
+        ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(child, stream));
+        ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
+            << "the child's all-reduce";
+        EXPECT_NE(child->peerWindows, nullptr);
+        ASSERT_EQ(coilCommDestroy(child), coilSuccess);
+      }
+      device::destroyStream(stream);
+    });
+  }
+}
+
 // A send and a receive of different sizes through the windows: both ranks'
 // calls fail, each naming the problem, instead of one copying too little
 // and the other waiting out its deadline.

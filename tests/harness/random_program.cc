@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "harness/call_collective.h"
@@ -258,6 +260,17 @@ bool checkSteps(coilComm_t comm, Memory& memory, std::vector<MadeStep>* made) {
   return true;
 }
 
+// Polls a non-blocking communicator until it has joined or failed, for at
+// most a minute (coilInProgress then).
+coilResult_t waitUntilJoined(coilComm_t comm) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  coilResult_t state = coilInProgress;
+  while (coilCommGetAsyncError(comm, &state) == coilSuccess && state == coilInProgress &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  return state;
+}
+
 }  // namespace
 
 Step drawStep(uint64_t stepSeed, int n) {
@@ -303,6 +316,7 @@ Program drawProgram(uint64_t seed) {
   // From draws of their own, so that adding them left the programs as
   // they were.
   p.splitShare = Draw(seed ^ 0x5A17ULL).chance(50);
+  p.splitNonBlocking = Draw(seed ^ 0xB10CULL).chance(50);
   Draw waits(seed ^ 0x3A175ULL);
   bool onChild = false;
   for (int i = 0; i < kSteps; ++i) {
@@ -323,19 +337,33 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
   coilComm_t child = nullptr;
   coilConfig_t config = COIL_CONFIG_INITIALIZER;
   config.splitShare = p.splitShare ? 1 : 0;
-  ASSERT_EQ(coilCommSplit(world, rank % 2, n - rank, &child, &config), coilSuccess)
-      << coilGetLastError(world);
+  config.blocking = p.splitNonBlocking ? 0 : 1;
+  const coilResult_t split = coilCommSplit(world, rank % 2, n - rank, &child, &config);
+  ASSERT_TRUE(split == coilSuccess || (p.splitNonBlocking && split == coilInProgress))
+      << coilGetErrorString(split) << ": " << coilGetLastError(world);
+  // A non-blocking child is polled only when the program first needs it:
+  // until then the world runs its steps while the child joins.
+  bool childReady = !p.splitNonBlocking;
   int childRank = 0, childSize = 0;
-  coilCommUserRank(child, &childRank);
-  coilCommCount(child, &childSize);
   std::vector<MadeStep> made;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Program::Entry& e = p.steps[i];
+    if (e.onChild && !childReady) {
+      ASSERT_EQ(waitUntilJoined(child), coilSuccess)
+          << "COIL_PROGRAM_SEED=" << seed << ": the non-blocking child: " << coilGetLastError(child);
+      childReady = true;
+    }
+    if (e.onChild && childSize == 0) {
+      coilCommUserRank(child, &childRank);
+      coilCommCount(child, &childSize);
+    }
     coilComm_t comm = e.onChild ? child : world;
     const int r = e.onChild ? childRank : rank, size = e.onChild ? childSize : n;
     std::ostringstream where;
     where << "COIL_PROGRAM_SEED=" << seed << " step " << i << " on the "
-          << (e.onChild ? (p.splitShare ? "child (split shared)" : "child") : "world")
+          << (e.onChild ? (p.splitShare ? "child (split shared" : "child (")
+                        : "world")
+          << (e.onChild ? (p.splitNonBlocking ? ", non-blocking)" : ")") : "")
           << " (COIL_ALGO=" << p.algo << "), rank " << r << " of " << size;
     made.push_back({where.str(), {}, {}});
     if (!makeStep(drawStep(e.seed, size), comm, r, size, memory, &made.back())) {
@@ -343,6 +371,9 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
       break;
     }
     if (e.waitAfter && !checkSteps(comm, memory, &made)) break;
+  }
+  if (!childReady) {  // never used: it must still have joined before it goes
+    EXPECT_EQ(waitUntilJoined(child), coilSuccess) << coilGetLastError(child);
   }
   EXPECT_EQ(coilCommDestroy(child), coilSuccess);
 }

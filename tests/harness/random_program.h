@@ -11,8 +11,9 @@
 // calls of other kinds and sizes. Groups hold collectives of different
 // kinds, sends and receives in any posting order (several on one pair, a
 // send to the rank itself), or both at once. Every few calls the program
-// moves to a child of a split (sharing the world's connections or not) and
-// back. A seed draws the program, the same on every rank, and the
+// moves to a child of a split (sharing the world's connections or not,
+// made blocking or non-blocking: the world runs on while the child joins)
+// and back. A seed draws the program, the same on every rank, and the
 // COIL_ALGO it runs under; each call's data carries a salt drawn with it,
 // so an output left over from an earlier call of the same shape cannot pass
 // for this one's. Calls on streams are checked in batches: a program
@@ -61,6 +62,7 @@ struct Step {
 struct Program {
   std::string algo;  // COIL_ALGO
   bool splitShare;   // the child sends over the world's connections
+  bool splitNonBlocking;  // the child joins while the world runs its steps
   struct Entry {
     bool onChild;
     uint64_t seed;

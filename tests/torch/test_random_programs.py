@@ -5,7 +5,8 @@ them: an async all_reduce on a subgroup (new_group, or split_group with its
 ranks in another order) still in flight while the world
 broadcasts, isend and irecv posted in whatever order each rank likes, works
 waited out of order or through their futures, object collectives between
-tensor ones, views whose strides leave gaps. A program here is drawn from a
+tensor ones, coalesced batches, complex tensors, views whose strides leave
+gaps. A program here is drawn from a
 seed: the same calls on every rank (what each call does, on which group,
 with which tensors), while each rank draws on its own whether a call is
 async, the order it posts its messages in, and when and in what order it
