@@ -376,6 +376,19 @@ TEST(FakeGpuCommSplits, ANonBlockingSharedChildJoinsWhileItsParentRunsOnItsStrea
     constexpr int n = 3;
     runRanks({n, launch, "shm"}, [&](coilComm_t comm, int rank) {
       device::Stream stream = device::createStream();
+      // An in-place all-reduce of `count` int32 on `c`, on the stream, checked.
+      auto allReduceChecked = [&](coilComm_t c, size_t count, const char* who) {
+        const auto in = makeInput(coilInt32, coilSum, rank, n, count);
+        const auto want = makeExpected(coilInt32, coilSum, n, count);
+        FakeDeviceBuffer buf(count * 4);
+        std::memcpy(buf.get(), in.data(), count * 4);
+        ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, c, stream),
+                  coilSuccess)
+            << coilGetLastError(c);
+        ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(c, stream));
+        ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
+            << who << "'s all-reduce of " << count;
+      };
       for (int round = 0; round < 4; ++round) {
         SCOPED_TRACE(::testing::Message() << "round " << round);
         coilConfig_t config = COIL_CONFIG_INITIALIZER;
@@ -385,35 +398,15 @@ TEST(FakeGpuCommSplits, ANonBlockingSharedChildJoinsWhileItsParentRunsOnItsStrea
         const coilResult_t split = coilCommSplit(comm, 0, rank, &child, &config);
         ASSERT_TRUE(split == coilSuccess || split == coilInProgress) << coilGetLastError(comm);
         // The parent's calls, small (staged) and large (the windows), at once.
-        for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}}) {
-          const auto in = makeInput(coilInt32, coilSum, rank, n, count);
-          const auto want = makeExpected(coilInt32, coilSum, n, count);
-          FakeDeviceBuffer buf(count * 4);
-          std::memcpy(buf.get(), in.data(), count * 4);
-          ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, comm, stream),
-                    coilSuccess)
-              << coilGetLastError(comm);
-          ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
-          ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
-              << "the parent's all-reduce of " << count;
-        }
+        for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}})
+          ASSERT_NO_FATAL_FAILURE(allReduceChecked(comm, count, "the parent"));
         coilResult_t state = coilInProgress;
         for (int i = 0; i < 60000 && state == coilInProgress; ++i) {
           ASSERT_EQ(coilCommGetAsyncError(child, &state), coilSuccess);
           if (state == coilInProgress) usleep(1000);
         }
         ASSERT_EQ(state, coilSuccess) << coilGetLastError(child);
-        const size_t count = 3001;
-        const auto in = makeInput(coilInt32, coilSum, rank, n, count);
-        const auto want = makeExpected(coilInt32, coilSum, n, count);
-        FakeDeviceBuffer buf(count * 4);
-        std::memcpy(buf.get(), in.data(), count * 4);
-        ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, child, stream),
-                  coilSuccess)
-            << coilGetLastError(child);
-        ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(child, stream));
-        ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
-            << "the child's all-reduce";
+        ASSERT_NO_FATAL_FAILURE(allReduceChecked(child, 3001, "the child"));
         EXPECT_NE(child->peerWindows, nullptr);
         ASSERT_EQ(coilCommDestroy(child), coilSuccess);
       }

@@ -147,6 +147,16 @@ def rank_differences(torch, dist, result, group, rank, world):
     return problems
 
 
+def flat(torch, params):
+    """The parameters laid end to end, detached: one vector to compare."""
+    return torch.cat([p.detach().reshape(-1) for p in params])
+
+
+def relative_difference(a, b):
+    """|a - b| / |b| of two parameter vectors."""
+    return ((a - b).norm() / b.norm()).item()
+
+
 def end_training_check(dist, problems, moved):
     """The end of a training test's rank: a run that barely moved the
     weights (relative change `moved`) proves nothing; the process group is

@@ -21,7 +21,8 @@ More ranks than the 2 cores here: a correctness test, not a speed one.
 import datetime
 import sys
 
-from harness import end_training_check, init_env, rank_differences, run_worlds, say
+from harness import (end_training_check, flat, init_env, rank_differences,
+                     relative_difference, run_worlds, say)
 
 STEPS = 8
 BATCH = 4  # per dp rank
@@ -37,10 +38,6 @@ def batches(torch, dp):
     g = torch.Generator().manual_seed(99)
     for _ in range(STEPS):
         yield torch.randn(dp * BATCH, 24, generator=g), torch.randn(dp * BATCH, 10, generator=g)
-
-
-def flat(torch, params):
-    return torch.cat([p.detach().reshape(-1) for p in params])
 
 
 def train_alone(torch, dp):
@@ -101,10 +98,8 @@ def worker(rank, world, port):
     problems += rank_differences(torch, dist, trained, gloo, rank, world)
     alone = train_alone(torch, dp)
 
-    def rel(a, b):
-        return ((a - b).norm() / b.norm()).item()
-
-    vs_alone, moved = rel(trained, alone), rel(trained, start)
+    vs_alone = relative_difference(trained, alone)
+    moved = relative_difference(trained, start)
     say(f"rank {rank}/{world}: 2-D (dp {dp} x tp {tp}) vs one process {vs_alone:.2e} "
         f"(relative); training moved the weights by {moved:.2%}")
     if vs_alone > 1e-5:

@@ -19,7 +19,8 @@ to run without an accelerator whatever the backend.) Checks:
 import datetime
 import sys
 
-from harness import end_training_check, init_env, rank_differences, run_worlds, say
+from harness import (end_training_check, flat, init_env, rank_differences,
+                     relative_difference, run_worlds, say)
 
 STEPS = 10
 BATCH = 6  # per rank
@@ -36,10 +37,6 @@ def batches(torch, world):
     g = torch.Generator().manual_seed(777)
     for _ in range(STEPS):
         yield torch.randn(world * BATCH, 37, generator=g), torch.randn(world * BATCH, 7, generator=g)
-
-
-def flat(torch, params):
-    return torch.cat([p.detach().reshape(-1) for p in params])
 
 
 def train_sharded(torch, fully_shard, mesh, rank, world):
@@ -95,11 +92,9 @@ def worker(rank, world, port):
     # Every rank's coil result, moved over gloo, must be the same bits.
     problems = rank_differences(torch, dist, with_coil, gloo, rank, world)
 
-    def rel(a, b):
-        return ((a - b).norm() / b.norm()).item()
-
-    vs_gloo, vs_alone = rel(with_coil, with_gloo), rel(with_coil, alone)
-    moved = rel(with_coil, start)
+    vs_gloo = relative_difference(with_coil, with_gloo)
+    vs_alone = relative_difference(with_coil, alone)
+    moved = relative_difference(with_coil, start)
     say(f"rank {rank}/{world}: coil vs gloo {vs_gloo:.2e}, vs one process {vs_alone:.2e} "
         f"(relative); training moved the weights by {moved:.2%}")
     if vs_gloo > 1e-6:
