@@ -304,6 +304,19 @@ TEST_P(FakeGpuComm, SendsAndReceivesInAGroupTakeThePeerWindows) {
   });
 }
 
+// Runs body(comm, rank) on kBothWaysRanks ranks over shm, as threads and
+// then as processes, with 4 KiB peer windows taking calls of `minBytes`
+// bytes and more.
+constexpr int kBothWaysRanks = 3;
+void onRanksBothWays(const char* minBytes, const std::function<void(coilComm_t, int)>& body) {
+  ScopedEnv min("COIL_PEER_MIN_BYTES", minBytes);
+  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
+  for (Launch launch : {Launch::Threads, Launch::Processes}) {
+    SCOPED_TRACE(launch == Launch::Threads ? "threads" : "processes");
+    runRanks({kBothWaysRanks, launch, "shm"}, body);
+  }
+}
+
 // A group of three paths at once: a small all-reduce (staged: below
 // COIL_PEER_MIN_BYTES), a large message to the next rank (the windows) and a
 // small one (staged again). The staged collective runs as a job of its own
@@ -312,54 +325,49 @@ TEST_P(FakeGpuComm, SendsAndReceivesInAGroupTakeThePeerWindows) {
 // buffers went with the collective's job, and its own job read and wrote
 // through null pointers: a crash, found by fake_gpu_random_program_test.)
 TEST(FakeGpuCommGroups, AStagedCallAndMessagesOnBothPathsInOneGroup) {
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "4096");
-  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
-  for (Launch launch : {Launch::Threads, Launch::Processes}) {
-    SCOPED_TRACE(launch == Launch::Threads ? "threads" : "processes");
-    constexpr int n = 3;
-    runRanks({n, launch, "shm"}, [&](coilComm_t comm, int rank) {
-      ASSERT_NE(comm->peerWindows, nullptr);
-      const size_t small = 7, large = 3001;
-      const auto in = makeInput(coilInt32, coilSum, rank, n, small);
-      const auto want = makeExpected(coilInt32, coilSum, n, small);
-      FakeDeviceBuffer sum(small * 4), bigOut(large * 4), bigIn(large * 4), smallOut(small * 4),
-          smallIn(small * 4);
-      std::memcpy(sum.get(), in.data(), small * 4);
-      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-      for (size_t i = 0; i < large; ++i) {
-        const int32_t v = messageValue(rank, next, 0, i);
-        std::memcpy(bigOut.get() + i * 4, &v, 4);
-      }
-      for (size_t i = 0; i < small; ++i) {
-        const int32_t v = messageValue(rank, next, 1, i);
-        std::memcpy(smallOut.get() + i * 4, &v, 4);
-      }
-      device::Stream stream = device::createStream();
-      const uint64_t before = comm->peerWindows->p2pRun.load();
-      ASSERT_EQ(coilGroupStart(), coilSuccess);
-      ASSERT_EQ(coilAllReduce(sum.get(), sum.get(), small, coilInt32, coilSum, comm, stream),
-                coilSuccess);
-      ASSERT_EQ(coilSend(bigOut.get(), large, coilInt32, next, comm, stream), coilSuccess);
-      ASSERT_EQ(coilSend(smallOut.get(), small, coilInt32, next, comm, stream), coilSuccess);
-      ASSERT_EQ(coilRecv(bigIn.get(), large, coilInt32, prev, comm, stream), coilSuccess);
-      ASSERT_EQ(coilRecv(smallIn.get(), small, coilInt32, prev, comm, stream), coilSuccess);
-      ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
-      ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
-      EXPECT_EQ(comm->peerWindows->p2pRun.load() - before, 1u);
-      ASSERT_EQ(firstMismatch(coilInt32, sum.get(), want.data(), small), SIZE_MAX);
-      for (size_t i = 0; i < large; ++i) {
-        int32_t v = 0;
-        std::memcpy(&v, bigIn.get() + i * 4, 4);
-        ASSERT_EQ(v, messageValue(prev, rank, 0, i)) << "large message, element " << i;
-      }
-      for (size_t i = 0; i < small; ++i) {
-        int32_t v = 0;
-        std::memcpy(&v, smallIn.get() + i * 4, 4);
-        ASSERT_EQ(v, messageValue(prev, rank, 1, i)) << "small message, element " << i;
-      }
-      device::destroyStream(stream);
-    });
-  }
+  onRanksBothWays("4096", [](coilComm_t comm, int rank) {
+    constexpr int n = kBothWaysRanks;
+    ASSERT_NE(comm->peerWindows, nullptr);
+    const size_t small = 7, large = 3001;
+    const auto in = makeInput(coilInt32, coilSum, rank, n, small);
+    const auto want = makeExpected(coilInt32, coilSum, n, small);
+    FakeDeviceBuffer sum(small * 4), bigOut(large * 4), bigIn(large * 4), smallOut(small * 4),
+        smallIn(small * 4);
+    std::memcpy(sum.get(), in.data(), small * 4);
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    for (size_t i = 0; i < large; ++i) {
+      const int32_t v = messageValue(rank, next, 0, i);
+      std::memcpy(bigOut.get() + i * 4, &v, 4);
+    }
+    for (size_t i = 0; i < small; ++i) {
+      const int32_t v = messageValue(rank, next, 1, i);
+      std::memcpy(smallOut.get() + i * 4, &v, 4);
+    }
+    device::Stream stream = device::createStream();
+    const uint64_t before = comm->peerWindows->p2pRun.load();
+    ASSERT_EQ(coilGroupStart(), coilSuccess);
+    ASSERT_EQ(coilAllReduce(sum.get(), sum.get(), small, coilInt32, coilSum, comm, stream),
+              coilSuccess);
+    ASSERT_EQ(coilSend(bigOut.get(), large, coilInt32, next, comm, stream), coilSuccess);
+    ASSERT_EQ(coilSend(smallOut.get(), small, coilInt32, next, comm, stream), coilSuccess);
+    ASSERT_EQ(coilRecv(bigIn.get(), large, coilInt32, prev, comm, stream), coilSuccess);
+    ASSERT_EQ(coilRecv(smallIn.get(), small, coilInt32, prev, comm, stream), coilSuccess);
+    ASSERT_EQ(coilGroupEnd(), coilSuccess) << coilGetLastError(comm);
+    ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(comm, stream));
+    EXPECT_EQ(comm->peerWindows->p2pRun.load() - before, 1u);
+    ASSERT_EQ(firstMismatch(coilInt32, sum.get(), want.data(), small), SIZE_MAX);
+    for (size_t i = 0; i < large; ++i) {
+      int32_t v = 0;
+      std::memcpy(&v, bigIn.get() + i * 4, 4);
+      ASSERT_EQ(v, messageValue(prev, rank, 0, i)) << "large message, element " << i;
+    }
+    for (size_t i = 0; i < small; ++i) {
+      int32_t v = 0;
+      std::memcpy(&v, smallIn.get() + i * 4, 4);
+      ASSERT_EQ(v, messageValue(prev, rank, 1, i)) << "small message, element " << i;
+    }
+    device::destroyStream(stream);
+  });
 }
 
 // A non-blocking split whose child shares the parent's links (splitShare):
@@ -369,50 +377,45 @@ TEST(FakeGpuCommGroups, AStagedCallAndMessagesOnBothPathsInOneGroup) {
 // parent's calls then failed, "the link ... is in use by another
 // communicator that shares it"; the random programs found it).
 TEST(FakeGpuCommSplits, ANonBlockingSharedChildJoinsWhileItsParentRunsOnItsStream) {
-  ScopedEnv minBytes("COIL_PEER_MIN_BYTES", "1024");
-  ScopedEnv windowBytes("COIL_PEER_WINDOW_BYTES", "4096");
-  for (Launch launch : {Launch::Threads, Launch::Processes}) {
-    SCOPED_TRACE(launch == Launch::Threads ? "threads" : "processes");
-    constexpr int n = 3;
-    runRanks({n, launch, "shm"}, [&](coilComm_t comm, int rank) {
-      device::Stream stream = device::createStream();
-      // An in-place all-reduce of `count` int32 on `c`, on the stream, checked.
-      auto allReduceChecked = [&](coilComm_t c, size_t count, const char* who) {
-        const auto in = makeInput(coilInt32, coilSum, rank, n, count);
-        const auto want = makeExpected(coilInt32, coilSum, n, count);
-        FakeDeviceBuffer buf(count * 4);
-        std::memcpy(buf.get(), in.data(), count * 4);
-        ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, c, stream),
-                  coilSuccess)
-            << coilGetLastError(c);
-        ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(c, stream));
-        ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
-            << who << "'s all-reduce of " << count;
-      };
-      for (int round = 0; round < 4; ++round) {
-        SCOPED_TRACE(::testing::Message() << "round " << round);
-        coilConfig_t config = COIL_CONFIG_INITIALIZER;
-        config.splitShare = 1;
-        config.blocking = 0;
-        coilComm_t child = nullptr;
-        const coilResult_t split = coilCommSplit(comm, 0, rank, &child, &config);
-        ASSERT_TRUE(split == coilSuccess || split == coilInProgress) << coilGetLastError(comm);
-        // The parent's calls, small (staged) and large (the windows), at once.
-        for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}})
-          ASSERT_NO_FATAL_FAILURE(allReduceChecked(comm, count, "the parent"));
-        coilResult_t state = coilInProgress;
-        for (int i = 0; i < 60000 && state == coilInProgress; ++i) {
-          ASSERT_EQ(coilCommGetAsyncError(child, &state), coilSuccess);
-          if (state == coilInProgress) usleep(1000);
-        }
-        ASSERT_EQ(state, coilSuccess) << coilGetLastError(child);
-        ASSERT_NO_FATAL_FAILURE(allReduceChecked(child, 3001, "the child"));
-        EXPECT_NE(child->peerWindows, nullptr);
-        ASSERT_EQ(coilCommDestroy(child), coilSuccess);
+  onRanksBothWays("1024", [](coilComm_t comm, int rank) {
+    constexpr int n = kBothWaysRanks;
+    device::Stream stream = device::createStream();
+    // An in-place all-reduce of `count` int32 on `c`, on the stream, checked.
+    auto allReduceChecked = [&](coilComm_t c, size_t count, const char* who) {
+      const auto in = makeInput(coilInt32, coilSum, rank, n, count);
+      const auto want = makeExpected(coilInt32, coilSum, n, count);
+      FakeDeviceBuffer buf(count * 4);
+      std::memcpy(buf.get(), in.data(), count * 4);
+      ASSERT_EQ(coilAllReduce(buf.get(), buf.get(), count, coilInt32, coilSum, c, stream),
+                coilSuccess)
+          << coilGetLastError(c);
+      ASSERT_NO_FATAL_FAILURE(expectStreamRanClean(c, stream));
+      ASSERT_EQ(firstMismatch(coilInt32, buf.get(), want.data(), count), SIZE_MAX)
+          << who << "'s all-reduce of " << count;
+    };
+    for (int round = 0; round < 4; ++round) {
+      SCOPED_TRACE(::testing::Message() << "round " << round);
+      coilConfig_t config = COIL_CONFIG_INITIALIZER;
+      config.splitShare = 1;
+      config.blocking = 0;
+      coilComm_t child = nullptr;
+      const coilResult_t split = coilCommSplit(comm, 0, rank, &child, &config);
+      ASSERT_TRUE(split == coilSuccess || split == coilInProgress) << coilGetLastError(comm);
+      // The parent's calls, small (staged) and large (the windows), at once.
+      for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}})
+        ASSERT_NO_FATAL_FAILURE(allReduceChecked(comm, count, "the parent"));
+      coilResult_t state = coilInProgress;
+      for (int i = 0; i < 60000 && state == coilInProgress; ++i) {
+        ASSERT_EQ(coilCommGetAsyncError(child, &state), coilSuccess);
+        if (state == coilInProgress) usleep(1000);
       }
-      device::destroyStream(stream);
-    });
-  }
+      ASSERT_EQ(state, coilSuccess) << coilGetLastError(child);
+      ASSERT_NO_FATAL_FAILURE(allReduceChecked(child, 3001, "the child"));
+      EXPECT_NE(child->peerWindows, nullptr);
+      ASSERT_EQ(coilCommDestroy(child), coilSuccess);
+    }
+    device::destroyStream(stream);
+  });
 }
 
 // A send and a receive of different sizes through the windows: both ranks'
