@@ -366,6 +366,12 @@ def worker(rank, world, port):
                 gloo.allreduce([want], opts).wait()
                 dist.group.WORLD.allreduce([got], opts).wait()
                 expect_equal(f"ProcessGroup.allreduce {dtype} {op}", got, want)
+                if op == R.SUM:  # PREMUL_SUM (gloo has none): twice gloo's sum
+                    want, got = x.clone(), x.clone()
+                    dist.reduce(want, dst=0, op=R.SUM, group=gloo)
+                    dist.reduce(got, dst=0, op=dist._make_nccl_premul_sum(2.0))
+                    if rank == 0:
+                        expect_equal(f"reduce {dtype} PREMUL_SUM(2.0)", got, want * 2)
             case(f"complex {dtype} {op}", run_complex)
 
     # ---- all-to-all ----------------------------------------------------------
