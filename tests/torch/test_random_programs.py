@@ -120,7 +120,9 @@ class Program:
         """How the tensor handed to an in-place call lies in memory. Only
         contiguous under gloo: it refuses other tensors to receive into, and
         reduces strided ones wrong (torch 2.15)."""
-        choices = ["contiguous", "contiguous", "strided"] + (["transposed"] if len(shape) == 2 else [])
+        choices = ["contiguous", "contiguous", "strided"]
+        if len(shape) == 2:
+            choices.append("transposed")
         layout = self.shared.choice(choices)
         return layout if BACKEND != "gloo" else "contiguous"
 
@@ -261,7 +263,8 @@ class Program:
         self.note(what)
         if self.rank not in members:
             return
-        want = self.reduced([self.data(r, dtype, shape, op, len(members)) for r in members], op, dtype)
+        inputs = [self.data(r, dtype, shape, op, len(members)) for r in members]
+        want = self.reduced(inputs, op, dtype)
         t, gaps_kept = self.laid_out(self.data(self.rank, dtype, shape, op, len(members)), layout)
         work = self.dist.all_reduce(t, op=op, group=group, async_op=self.mine.random() < 0.5)
         self.issued(what, work, lambda: (self.expect(what, t, want),
@@ -328,7 +331,8 @@ class Program:
             outs = [torch.full(shape, 7, dtype=dtype) for _ in range(k)]
             work = self.dist.all_gather(outs, mine, group=group, async_op=async_op)
             self.issued(what, work,
-                        lambda: [self.expect(f"{what} [{i}]", o, w) for i, (o, w) in enumerate(zip(outs, wants))])
+                        lambda: [self.expect(f"{what} [{i}]", o, w)
+                                 for i, (o, w) in enumerate(zip(outs, wants))])
 
     def reduce_scatter(self):
         group, members = self.pick_group()
@@ -339,7 +343,8 @@ class Program:
             blocks = [self.pick_count() for _ in range(k)]  # blocks of different sizes
         else:
             blocks = [self.pick_count()] * k
-        what = f"reduce_scatter{'' if as_list else '_tensor'} {op} {dtype} blocks {blocks} on {members}"
+        what = (f"reduce_scatter{'' if as_list else '_tensor'} {op} {dtype} blocks {blocks} "
+                f"on {members}")
         self.note(what)
         if self.rank not in members:
             return
@@ -366,7 +371,8 @@ class Program:
         even = self.shared.random() < 0.3
         n = self.pick_count()
         # splits[i][j]: how many elements the i-th member sends the j-th
-        splits = [[n if even else self.shared.choice(COUNTS[:8]) for _ in range(k)] for _ in range(k)]
+        splits = [[n if even else self.shared.choice(COUNTS[:8]) for _ in range(k)]
+                  for _ in range(k)]
         what = f"all_to_all{'' if as_list else '_single'} {dtype} splits {splits} on {members}"
         self.note(what)
         if self.rank not in members:
@@ -408,18 +414,21 @@ class Program:
         async_op = self.mine.random() < 0.5
         if gather:
             wants = [self.data(r, dtype, shape) for r in members]
-            outs = [torch.full(shape, 7, dtype=dtype) for _ in members] if self.rank == root else None
+            outs = None
+            if self.rank == root:
+                outs = [torch.full(shape, 7, dtype=dtype) for _ in members]
             work = self.dist.gather(self.data(self.rank, dtype, shape), outs, dst=root, group=group,
                                     async_op=async_op)
             if self.rank == root:
-                self.issued(what, work, lambda: [self.expect(what, o, w) for o, w in zip(outs, wants)])
+                self.issued(what, work,
+                            lambda: [self.expect(what, o, w) for o, w in zip(outs, wants)])
             else:
                 self.issued(what, work, lambda: None)
         else:
             pieces = [self.data(root, dtype, shape, salt=i) for i in range(len(members))]
             out = torch.full(shape, 7, dtype=dtype)
-            work = self.dist.scatter(out, [p.clone() for p in pieces] if self.rank == root else None,
-                                     src=root, group=group, async_op=async_op)
+            given = [p.clone() for p in pieces] if self.rank == root else None
+            work = self.dist.scatter(out, given, src=root, group=group, async_op=async_op)
             want = pieces[members.index(self.rank)]
             self.issued(what, work, lambda: self.expect(what, out, want))
 
@@ -489,7 +498,8 @@ class Program:
         tag = 1000 + self.step if any_source else 0
         if any_source and n == 0 and BACKEND == "gloo":  # gloo fails an empty one ("offset < size")
             n = 1
-        what = f"send/recv {src}->{dst} {n} {dtype}{f' (any source, tag {tag})' if any_source else ''}"
+        how = f" (any source, tag {tag})" if any_source else ""
+        what = f"send/recv {src}->{dst} {n} {dtype}{how}"
         self.note(what)
         if self.rank == src:
             self.dist.send(self.data(src, dtype, (n,)), dst, tag=tag)
@@ -503,14 +513,16 @@ class Program:
         group, members = self.pick_group()
         kind = self.shared.choice(("broadcast", "all_gather", "gather", "scatter"))
         root = self.shared.choice(members)
-        what = f"{kind}_object{'_list' if kind in ('broadcast', 'scatter') else ''} root {root} on {members}"
+        suffix = "_list" if kind in ("broadcast", "scatter") else ""
+        what = f"{kind}_object{suffix} root {root} on {members}"
         self.note(what)
         if self.rank not in members:
             return
         dist = self.dist
 
         def thing(r, i=0):
-            return {"rank": r, "step": self.step, "i": i, "text": "x" * ((r * 37 + self.step + i) % 300),
+            return {"rank": r, "step": self.step, "i": i,
+                    "text": "x" * ((r * 37 + self.step + i) % 300),
                     "list": list(range((r + self.step) % 6))}
         if kind == "broadcast":
             objs = [thing(root, i) for i in range(3)] if self.rank == root else [None] * 3
@@ -552,7 +564,8 @@ class Program:
                      for i, n in enumerate(counts)]
         else:
             size = k if kind == "reduce_scatter_tensor" else 1
-            ins = [self.data(self.rank, dtype, (size * n,), op, k, salt=i) for i, n in enumerate(counts)]
+            ins = [self.data(self.rank, dtype, (size * n,), op, k, salt=i)
+                   for i, n in enumerate(counts)]
             sums = [self.reduced([self.data(r, dtype, (size * n,), op, k, salt=i) for r in members],
                                  op, dtype) for i, n in enumerate(counts)]
             if kind == "all_reduce":
@@ -609,9 +622,11 @@ def worker(rank, world, port):
         checks += program.checks
     dist.destroy_process_group()
     if rank == 0:
-        say(f"world {world}: {len(seeds(world))} programs of {STEPS} steps, rank 0 checked {checks} results")
+        say(f"world {world}: {len(seeds(world))} programs of {STEPS} steps, "
+            f"rank 0 checked {checks} results")
     if failures:
-        raise AssertionError(f"{len(failures)} of {checks} checks failed:\n" + "\n".join(failures[:20]))
+        raise AssertionError(f"{len(failures)} of {checks} checks failed:\n"
+                             + "\n".join(failures[:20]))
 
 
 if __name__ == "__main__":
