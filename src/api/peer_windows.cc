@@ -43,14 +43,6 @@ void fromRankZero(Communicator& c, uint64_t* values, size_t count) {
   std::copy(all.begin(), all.begin() + static_cast<ptrdiff_t>(count), values);
 }
 
-// Whether `mine` holds on every rank.
-bool everyRankAgreesAtSetup(Communicator& c, bool mine) {
-  std::vector<int32_t> all(static_cast<size_t>(c.nranks()));
-  all[static_cast<size_t>(c.rank())] = mine ? 1 : 0;
-  c.allGatherAtSetup(all.data(), sizeof(int32_t));
-  return std::all_of(all.begin(), all.end(), [](int32_t yes) { return yes == 1; });
-}
-
 std::string mailboxName(uint64_t token, int rank) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(token));
@@ -160,10 +152,10 @@ std::string shareByDescriptors(coilComm* comm, const Settings& settings, PeerWin
   OwnedFd exported;
   std::optional<FdMailbox> mailbox;
   std::string why = openOwnWindow(comm, settings, pw, &exported, &mailbox);
-  if (!everyRankAgreesAtSetup(c, why.empty()))
+  if (!everyRankAgrees(c, why.empty()))
     return why.empty() ? "another rank cannot export cuMem memory" : why;
   why = mapPeersWindows(comm, settings, exported, *mailbox, pw);
-  if (!everyRankAgreesAtSetup(c, why.empty()))
+  if (!everyRankAgrees(c, why.empty()))
     return why.empty() ? "another rank could not map every window" : why;
   return {};
 }
@@ -197,7 +189,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
   } catch (const Error& e) {
     why = e.what();
   }
-  if (!everyRankAgreesAtSetup(c, why.empty()))
+  if (!everyRankAgrees(c, why.empty()))
     return why.empty() ? "another rank cannot make a legacy IPC allocation" : why;
   std::vector<IpcRecord> all(static_cast<size_t>(c.nranks()));
   all[static_cast<size_t>(rank)] = mine;
@@ -222,7 +214,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
       why = "opening rank " + std::to_string(peer) + "'s window: " + e.what();
     }
   }
-  if (!everyRankAgreesAtSetup(c, why.empty()))
+  if (!everyRankAgrees(c, why.empty()))
     return why.empty() ? "another rank could not open every window" : why;
   return {};
 }
@@ -245,9 +237,10 @@ void attach(coilComm* comm, std::unique_ptr<PeerWindows> pw) {
 }  // namespace
 
 bool everyRankAgrees(Communicator& c, bool mine) {
-  int32_t yes = mine ? 1 : 0, all = 0;
-  c.collective({algo::CollKind::AllReduce, &yes, &all, 1, coilInt32, coilMin, 0});
-  return all == 1;
+  std::vector<int32_t> all(static_cast<size_t>(c.nranks()));
+  all[static_cast<size_t>(c.rank())] = mine ? 1 : 0;
+  c.allGatherAtSetup(all.data(), sizeof(int32_t));
+  return std::all_of(all.begin(), all.end(), [](int32_t yes) { return yes == 1; });
 }
 
 size_t peerMinBytesHere() {

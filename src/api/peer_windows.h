@@ -63,9 +63,10 @@ struct PeerWindows {
 /// Leaves comm->peerWindows null where the windows are not used.
 void attachPeerWindows(coilComm* comm);
 
-/// True on every rank when `mine` is true on every rank (an all-reduce of
-/// the communicator's host engine): how the ranks agree on a way to share
-/// device memory.
+/// True on every rank when `mine` is true on every rank (an all-gather
+/// over the bootstrap, Communicator::allGatherAtSetup): how the ranks agree
+/// on a way to share device memory, for the windows made at init and for
+/// registered windows alike.
 bool everyRankAgrees(Communicator& c, bool mine);
 
 /// This rank's COIL_PEER_MIN_BYTES (default 256 KiB): device calls of at

@@ -119,8 +119,9 @@ class Communicator {
   /// Runs a collective (arguments already validated by the API layer).
   void collective(const CollectiveCall& call);
   /// An all-gather of `bytes` per rank over the bootstrap, not the links:
-  /// for exchanges that belong to setting the communicator up (its device
-  /// windows). A non-blocking child of a split with splitShare=1 sets up
+  /// for exchanges that set things up (the device windows made at init, and
+  /// agreeing on registered ones). A non-blocking child of a split with
+  /// splitShare=1 sets up
   /// while its parent may run operations on the links they share, and a
   /// collective of its own there would collide with them. Within the
   /// communicator's timeout.

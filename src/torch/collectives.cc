@@ -88,8 +88,7 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allreduce(std::vector<at::Tensor>& t
   Reduction red = reductionFor(reals[0].scalar_type(), opts.reduceOp, "allreduce");
   CommRef c = commRef();
   if (tensors.size() > 1) {
-    std::vector<at::Tensor> entries = reals;
-    return enqueue(c10d::OpType::ALLREDUCE, tensors, [entries, red, c]() mutable {
+    return enqueue(c10d::OpType::ALLREDUCE, tensors, [entries = reals, red, c]() mutable {
       ScopedReduceOp op(red, entries[0].scalar_type(), c.get());
       at::Tensor acc = combineEntries(entries, red.op);
       check(coilAllReduce(acc.data_ptr(), acc.data_ptr(), acc.numel(), red.type, op.get(), c.get(),

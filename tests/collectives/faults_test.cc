@@ -416,13 +416,7 @@ TEST(Lifecycle, NonBlockingInit) {
     config.commName = "nonblocking";
     coilComm_t comm = nullptr;
     ASSERT_EQ(coilCommInitRankConfig(&comm, 3, id, rank, &config), coilInProgress);
-    coilResult_t state = coilInProgress;
-    auto t0 = Clock::now();
-    while (state == coilInProgress && secondsSince(t0) < 30) {
-      ASSERT_EQ(coilCommGetAsyncError(comm, &state), coilSuccess);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_EQ(state, coilSuccess) << coilGetLastError(comm);
+    ASSERT_EQ(waitReady(comm, 30), coilSuccess) << coilGetLastError(comm);
     int v = rank + 1;
     int sum = 0;
     ASSERT_EQ(coilAllReduce(&v, &sum, 1, coilInt32, coilSum, comm, nullptr), coilSuccess);

@@ -35,17 +35,6 @@ coilConfig_t configWith(int blocking, int64_t timeoutMs = kTimeoutMs) {
   return config;
 }
 
-// Polls until the init of `comm` is over; returns its outcome.
-coilResult_t waitReady(coilComm_t comm, double seconds = 30) {
-  coilResult_t state = coilInProgress;
-  const auto t0 = Clock::now();
-  while (state == coilInProgress && secondsSince(t0) < seconds) {
-    if (coilCommGetAsyncError(comm, &state) != coilSuccess) return coilInternalError;
-    if (state == coilInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return state;
-}
-
 // One all-reduce per communicator, all issued from this thread in a group
 // (the way NCCL drives several devices from one thread), checked against
 // the sum 1 + 2 + ... + n.

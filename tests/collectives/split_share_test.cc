@@ -143,13 +143,7 @@ TEST_P(SplitShare, ParentOutlivesItsChildAndNonBlockingSplitShares) {
     coilComm_t pending = nullptr;
     ASSERT_EQ(coilCommSplit(parent, 0, rank, &pending, &config), coilInProgress)
         << coilGetLastError(parent);
-    coilResult_t state = coilInProgress;
-    const auto t0 = Clock::now();
-    while (state == coilInProgress && secondsSince(t0) < 10) {
-      ASSERT_EQ(coilCommGetAsyncError(pending, &state), coilSuccess);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_EQ(state, coilSuccess) << coilGetLastError(pending);
+    ASSERT_EQ(waitReady(pending, 10), coilSuccess) << coilGetLastError(pending);
     checkCollectives(pending);
     checkCollectives(parent);
     EXPECT_EQ(coilCommDestroy(pending), coilSuccess);

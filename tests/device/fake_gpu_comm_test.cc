@@ -404,12 +404,7 @@ TEST(FakeGpuCommSplits, ANonBlockingSharedChildJoinsWhileItsParentRunsOnItsStrea
       // The parent's calls, small (staged) and large (the windows), at once.
       for (size_t count : {size_t{7}, size_t{3001}, size_t{1}, size_t{2049}})
         ASSERT_NO_FATAL_FAILURE(allReduceChecked(comm, count, "the parent"));
-      coilResult_t state = coilInProgress;
-      for (int i = 0; i < 60000 && state == coilInProgress; ++i) {
-        ASSERT_EQ(coilCommGetAsyncError(child, &state), coilSuccess);
-        if (state == coilInProgress) usleep(1000);
-      }
-      ASSERT_EQ(state, coilSuccess) << coilGetLastError(child);
+      ASSERT_EQ(waitReady(child, 60), coilSuccess) << coilGetLastError(child);
       ASSERT_NO_FATAL_FAILURE(allReduceChecked(child, 3001, "the child"));
       EXPECT_NE(child->peerWindows, nullptr);
       ASSERT_EQ(coilCommDestroy(child), coilSuccess);

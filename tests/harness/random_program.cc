@@ -3,13 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "harness/call_collective.h"
@@ -260,17 +258,6 @@ bool checkSteps(coilComm_t comm, Memory& memory, std::vector<MadeStep>* made) {
   return true;
 }
 
-// Polls a non-blocking communicator until it has joined or failed, for at
-// most a minute (coilInProgress then).
-coilResult_t waitUntilJoined(coilComm_t comm) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  coilResult_t state = coilInProgress;
-  while (coilCommGetAsyncError(comm, &state) == coilSuccess && state == coilInProgress &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  return state;
-}
-
 }  // namespace
 
 Step drawStep(uint64_t stepSeed, int n) {
@@ -341,19 +328,22 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
   const coilResult_t split = coilCommSplit(world, rank % 2, n - rank, &child, &config);
   ASSERT_TRUE(split == coilSuccess || (p.splitNonBlocking && split == coilInProgress))
       << coilGetErrorString(split) << ": " << coilGetLastError(world);
-  // A non-blocking child is polled only when the program first needs it:
-  // until then the world runs its steps while the child joins.
-  bool childReady = !p.splitNonBlocking;
+  // The child is asked its rank and size when the program first moves to
+  // it; a non-blocking one is polled only then: until then the world runs
+  // its steps while the child joins.
   int childRank = 0, childSize = 0;
+  const std::string childName = std::string("child (") +
+                                (p.splitShare ? "split shared" : "split") +
+                                (p.splitNonBlocking ? ", non-blocking)" : ")");
   std::vector<MadeStep> made;
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const Program::Entry& e = p.steps[i];
-    if (e.onChild && !childReady) {
-      ASSERT_EQ(waitUntilJoined(child), coilSuccess)
-          << "COIL_PROGRAM_SEED=" << seed << ": the non-blocking child: " << coilGetLastError(child);
-      childReady = true;
-    }
     if (e.onChild && childSize == 0) {
+      if (p.splitNonBlocking) {
+        ASSERT_EQ(waitReady(child, 60), coilSuccess)
+            << "COIL_PROGRAM_SEED=" << seed << ": the non-blocking child: "
+            << coilGetLastError(child);
+      }
       coilCommUserRank(child, &childRank);
       coilCommCount(child, &childSize);
     }
@@ -361,9 +351,7 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
     const int r = e.onChild ? childRank : rank, size = e.onChild ? childSize : n;
     std::ostringstream where;
     where << "COIL_PROGRAM_SEED=" << seed << " step " << i << " on the "
-          << (e.onChild ? (p.splitShare ? "child (split shared" : "child (")
-                        : "world")
-          << (e.onChild ? (p.splitNonBlocking ? ", non-blocking)" : ")") : "")
+          << (e.onChild ? childName : "world")
           << " (COIL_ALGO=" << p.algo << "), rank " << r << " of " << size;
     made.push_back({where.str(), {}, {}});
     if (!makeStep(drawStep(e.seed, size), comm, r, size, memory, &made.back())) {
@@ -372,8 +360,8 @@ void runProgram(uint64_t seed, const Program& p, coilComm_t world, int rank, int
     }
     if (e.waitAfter && !checkSteps(comm, memory, &made)) break;
   }
-  if (!childReady) {  // never used: it must still have joined before it goes
-    EXPECT_EQ(waitUntilJoined(child), coilSuccess) << coilGetLastError(child);
+  if (childSize == 0 && p.splitNonBlocking) {  // never used: still, it must have joined
+    EXPECT_EQ(waitReady(child, 60), coilSuccess) << coilGetLastError(child);
   }
   EXPECT_EQ(coilCommDestroy(child), coilSuccess);
 }

@@ -56,6 +56,16 @@ double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+coilResult_t waitReady(coilComm_t comm, double seconds) {
+  coilResult_t state = coilInProgress;
+  const auto t0 = Clock::now();
+  while (state == coilInProgress && secondsSince(t0) < seconds) {
+    if (coilCommGetAsyncError(comm, &state) != coilSuccess) return coilInternalError;
+    if (state == coilInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
 InterruptedCall callInterruptedAfter(int delayMs, const std::function<void()>& interrupt,
                                      const std::function<coilResult_t()>& call) {
   std::atomic<int64_t> interruptedAtNs{0};

@@ -67,6 +67,11 @@ using Clock = std::chrono::steady_clock;
 /// Seconds elapsed since `t` (fault tests bound how long a failure takes).
 double secondsSince(Clock::time_point t);
 
+/// Polls a non-blocking init or split until it is over, for at most
+/// `seconds`: its outcome (coilInProgress if still joining then,
+/// coilInternalError if coilCommGetAsyncError itself failed).
+coilResult_t waitReady(coilComm_t comm, double seconds = 30);
+
 /// Runs `call` on this thread while another thread waits `delayMs`, then
 /// runs `interrupt` (an abort or revoke of the comm `call` blocks on).
 /// Returns call's result and the milliseconds from the start of `interrupt`
