@@ -22,7 +22,7 @@ must come back untouched.
   COIL_TORCH_PROGRAM_SEED    run this one program (a failure names its seed)
   COIL_TORCH_PROGRAM_BACKEND coil (default) or gloo: the same programs on
                              gloo check the test itself, leaving out what
-                             gloo lacks or gets wrong (AVG, int16,
+                             gloo lacks or gets wrong (AVG, PREMUL_SUM, int16,
                              complex gather, list all_to_all, uneven
                              reduce_scatter, strided tensors, an empty
                              message received from any source)
@@ -39,6 +39,21 @@ WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,
 BACKEND = os.environ.get("COIL_TORCH_PROGRAM_BACKEND", "coil")
 STEPS = 40
 COUNTS = (0, 1, 2, 3, 5, 7, 13, 64, 1000, 4099, 65537)
+
+
+class PreMul:
+    """ReduceOp.PREMUL_SUM by `factor`, handed to torch as a number or as a
+    0-dim tensor. The factors are powers of two, so results stay exact."""
+
+    def __init__(self, factor, as_tensor):
+        self.factor, self.as_tensor = factor, as_tensor
+
+    def __str__(self):
+        return f"PREMUL_SUM({self.factor}{' as a tensor' if self.as_tensor else ''})"
+
+    def made(self, torch, dist):
+        return dist._make_nccl_premul_sum(torch.tensor(self.factor) if self.as_tensor
+                                          else self.factor)
 
 
 def seeds(world):
@@ -78,7 +93,10 @@ class Program:
                 self.groups.append((dist.new_group(members), members))
         R = dist.ReduceOp
         T = torch
-        self.float_ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX] + ([R.AVG] if BACKEND != "gloo" else [])
+        # gloo has neither AVG nor PREMUL_SUM
+        premuls = [PreMul(2.0, False), PreMul(-0.5, True)] if BACKEND != "gloo" else []
+        self.float_ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX] + (
+            [R.AVG] if BACKEND != "gloo" else []) + premuls
         self.int_ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR]
         self.bool_ops = [R.BAND, R.BOR, R.BXOR]
         # What calls that reduce take, and what the others move: int16 only
@@ -87,7 +105,7 @@ class Program:
                        T.int64, T.bool, T.complex64, T.complex128]
         self.moved_dtypes = self.dtypes + ([T.int16] if BACKEND != "gloo" else [])
         # complex tensors reduce as pairs of reals, for these ops only
-        self.complex_ops = [R.SUM] + ([R.AVG] if BACKEND != "gloo" else [])
+        self.complex_ops = [R.SUM] + ([R.AVG] if BACKEND != "gloo" else []) + premuls
 
     # ---- what every rank agrees on ------------------------------------------------
     def pick_group(self):
@@ -157,7 +175,7 @@ class Program:
                      torch.float64 if dtype.is_floating_point else torch.int64) for t in tensors]
         acc = wide[0].clone()
         for t in wide[1:]:
-            if op in (R.SUM, R.AVG):
+            if op in (R.SUM, R.AVG) or isinstance(op, PreMul):
                 acc = acc + t
             elif op == R.PRODUCT:
                 acc = acc * t
@@ -173,7 +191,12 @@ class Program:
                 acc = acc ^ t
         if op == R.AVG:
             acc = acc / len(tensors)
+        if isinstance(op, PreMul):  # the sum of factor * x, exact for a power of two
+            acc = acc * op.factor
         return acc.to(dtype)
+
+    def torch_op(self, op):
+        return op.made(self.torch, self.dist) if isinstance(op, PreMul) else op
 
     def laid_out(self, values, layout):
         """A tensor equal to `values` in `layout`, and a check that the
@@ -266,7 +289,8 @@ class Program:
         inputs = [self.data(r, dtype, shape, op, len(members)) for r in members]
         want = self.reduced(inputs, op, dtype)
         t, gaps_kept = self.laid_out(self.data(self.rank, dtype, shape, op, len(members)), layout)
-        work = self.dist.all_reduce(t, op=op, group=group, async_op=self.mine.random() < 0.5)
+        work = self.dist.all_reduce(t, op=self.torch_op(op), group=group,
+                                    async_op=self.mine.random() < 0.5)
         self.issued(what, work, lambda: (self.expect(what, t, want),
                                          self.expect_true(what, gaps_kept(), "a gap was written")))
 
@@ -296,7 +320,8 @@ class Program:
         if self.rank not in members:
             return
         t = self.data(self.rank, dtype, shape, op, len(members))
-        work = self.dist.reduce(t, dst=dst, op=op, group=group, async_op=self.mine.random() < 0.5)
+        work = self.dist.reduce(t, dst=dst, op=self.torch_op(op), group=group,
+                                async_op=self.mine.random() < 0.5)
         if self.rank == dst:
             want = self.reduced([self.data(r, dtype, shape, op, len(members)) for r in members],
                                 op, dtype)
@@ -356,11 +381,11 @@ class Program:
         out = torch.full((blocks[me],), 7, dtype=dtype)
         async_op = self.mine.random() < 0.5
         if as_list:
-            work = self.dist.reduce_scatter(out, list(inputs[self.rank].split(blocks)), op=op,
-                                            group=group, async_op=async_op)
+            work = self.dist.reduce_scatter(out, list(inputs[self.rank].split(blocks)),
+                                            op=self.torch_op(op), group=group, async_op=async_op)
         else:
-            work = self.dist.reduce_scatter_tensor(out, inputs[self.rank], op=op, group=group,
-                                                   async_op=async_op)
+            work = self.dist.reduce_scatter_tensor(out, inputs[self.rank], op=self.torch_op(op),
+                                                   group=group, async_op=async_op)
         self.issued(what, work, lambda: self.expect(what, out, want))
 
     def all_to_all(self):
@@ -576,11 +601,11 @@ class Program:
         with dist._coalescing_manager(group=group, async_ops=True) as cm:
             for t_in, t_out in zip(ins, outs):
                 if kind == "all_reduce":
-                    dist.all_reduce(t_in, op=op, group=group)
+                    dist.all_reduce(t_in, op=self.torch_op(op), group=group)
                 elif kind == "all_gather_into_tensor":
                     dist.all_gather_into_tensor(t_out, t_in, group=group)
                 else:
-                    dist.reduce_scatter_tensor(t_out, t_in, op=op, group=group)
+                    dist.reduce_scatter_tensor(t_out, t_in, op=self.torch_op(op), group=group)
         self.pending.append((what, cm.works, lambda: [self.expect(f"{what} [{i}]", t, w)
                                                 for i, (t, w) in enumerate(zip(outs, wants))]))
 
