@@ -12,6 +12,9 @@ namespace {
 
 // How long a shutdown waits for the goodbyes of peers (p2p_links.h).
 constexpr std::chrono::milliseconds kGoodbyeGrace{500};
+// How long a shutdown waits for the peers' connectors to stop, so that the
+// store's host does not leave first (p2p_connector.h).
+constexpr std::chrono::seconds kConnectorsGrace{3};
 
 std::string peerText(int peer) {
   return peer == kAnySource ? std::string("any rank") : c10::str("rank ", peer);
@@ -49,7 +52,7 @@ SendLink& PointToPoint::linkTo(int peer) {
   TORCH_CHECK(!closed_, "coil backend: the process group has been shut down or aborted");
   std::unique_ptr<SendLink>& link = sendLinks_[peer];
   if (!link) {
-    LinkSettings settings{rank_, peer, groupName_, timeout_};
+    LinkSettings settings{rank_, peer, groupName_, timeout_, linkBroken_};
     Connector* connector = this->connector();
     link = std::make_unique<SendLink>(
         settings, [connector, peer](const coilUniqueId& id) { connector->request(peer, id); });
@@ -61,7 +64,7 @@ void PointToPoint::accept(int source, const coilUniqueId& id) {
   std::lock_guard<std::mutex> lock(linksMutex_);
   if (closed_) return;
   recvLinks_.push_back(
-      std::make_unique<RecvLink>(LinkSettings{rank_, source, groupName_, timeout_}, id, mailbox_));
+      std::make_unique<RecvLink>(LinkSettings{rank_, source, groupName_, timeout_, linkBroken_}, id, mailbox_));
 }
 
 void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor,
@@ -144,7 +147,10 @@ void PointToPoint::close(bool drain) {
   }
   for (auto& link : sendLinks)
     if (link) link->close(drain);
-  if (connector_) connector_->stop();  // no link is accepted after this (closed_ is set)
+  // No link is accepted after this (closed_ is set). After a broken link
+  // (most likely a dead peer, whose connector never stops) nobody is waited for.
+  const bool waitForPeers = drain && !linkBroken_->load();
+  if (connector_) connector_->stop(waitForPeers ? kConnectorsGrace : std::chrono::milliseconds(0));
   {
     std::lock_guard<std::mutex> lock(linksMutex_);
     recvLinks.swap(recvLinks_);

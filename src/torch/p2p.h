@@ -22,6 +22,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -82,6 +83,8 @@ class PointToPoint {
   bool closed_ = false;
   std::vector<std::unique_ptr<SendLink>> sendLinks_;  // by peer; made on first send
   std::vector<std::unique_ptr<RecvLink>> recvLinks_;  // as peers connect
+  // Whether a link broke: a shutdown then waits for no peer's connector.
+  const std::shared_ptr<std::atomic<bool>> linkBroken_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<Connector> connector_;               // last: its thread uses the rest
 };
 

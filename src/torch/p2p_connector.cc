@@ -24,13 +24,13 @@ Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, 
                      OnRequest onRequest)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank),
       onRequest_(std::move(onRequest)) {
-  c10::intrusive_ptr<c10d::Store> waitStore;
   try {
-    waitStore = store_->clone();
+    waitStore_ = store_->clone();
   } catch (const c10::Error&) {
-    waitStore = store_;  // a store that cannot be cloned has no lock held across waits either
+    waitStore_ = store_;  // a store that cannot be cloned has no lock held across waits either
   }
-  thread_ = std::thread([this, waitStore] { loop(waitStore); });
+  store_->add(prefix_ + "/connectors", 1);  // counted in while it runs (leave() counts it out)
+  thread_ = std::thread([this] { loop(); });
   pthread_setname_np(thread_.native_handle(), "coil-torch-conn");
 }
 
@@ -49,7 +49,8 @@ void Connector::request(int destination, const coilUniqueId& id) {
               std::vector<uint8_t>(value.begin(), value.end()));
 }
 
-void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
+void Connector::loop() {
+  c10d::Store* waitStore = waitStore_.get();
   for (int64_t n = 0;; ++n) {
     const std::string key = keyFor(rank_, std::to_string(n));
     std::vector<uint8_t> value;
@@ -87,24 +88,41 @@ void Connector::loop(c10::intrusive_ptr<c10d::Store> waitStore) {
   }
 }
 
-void Connector::stop() {
+void Connector::stop(std::chrono::milliseconds waitForPeers) {
   if (stopping_.exchange(true)) return;
   // A wait that failed because the store's host exited (rank 0 under
   // mp.spawn or a launch by hand; torchrun's agent outlives the ranks) has
   // ended the thread already: asking the store again would only add
   // torch's warning about the lost connection to a normal shutdown.
-  if (storeGone_.load()) {
-    if (thread_.joinable()) thread_.join();
-    return;
-  }
-  try {
-    std::lock_guard<std::mutex> lock(requestMutex_);
-    const int64_t n = store_->add(keyFor(rank_, "count"), 1) - 1;
-    store_->set(keyFor(rank_, std::to_string(n)), std::vector<uint8_t>(kStop.begin(), kStop.end()));
-  } catch (const c10::Error&) {
-    // The store is unreachable: the thread's wait fails with it and returns.
+  if (!storeGone_.load()) {
+    try {
+      std::lock_guard<std::mutex> lock(requestMutex_);
+      const int64_t n = store_->add(keyFor(rank_, "count"), 1) - 1;
+      store_->set(keyFor(rank_, std::to_string(n)),
+                  std::vector<uint8_t>(kStop.begin(), kStop.end()));
+    } catch (const c10::Error&) {
+      // The store is unreachable: the thread's wait fails with it and returns.
+    }
   }
   if (thread_.joinable()) thread_.join();
+  if (!storeGone_.load()) leave(waitForPeers);
+}
+
+void Connector::leave(std::chrono::milliseconds waitForPeers) {
+  const std::string allOut = prefix_ + "/connectors-stopped";
+  try {
+    if (waitStore_->add(prefix_ + "/connectors", -1) == 0) {
+      waitStore_->set(allOut, std::vector<uint8_t>{1});
+      return;
+    }
+    // A wait, not polling: the store pushes the mark to every waiter as it
+    // is set, before its host can see it and exit, while a poll could be
+    // in flight just as the host goes. (torch logs a wait that times out:
+    // only when a peer is later than the grace.)
+    if (waitForPeers.count() > 0) waitStore_->wait({allOut}, waitForPeers);
+  } catch (const c10::Error&) {
+    // A peer later than the grace, or the store's host gone: leave anyway.
+  }
 }
 
 }  // namespace coil_torch

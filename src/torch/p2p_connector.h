@@ -10,11 +10,23 @@
 // So a direction is set up when first used, by threads on both sides,
 // whatever else either rank is doing; no collective call is involved.
 // To stop, a rank puts "stop" under its own next number.
+//
+// Leaving: the store's host (rank 0 when a job is launched by hand or by
+// mp.spawn) must not exit while a peer's connector still waits on its
+// store, or torch logs that peer's lost wait with a stack trace. So each
+// connector counts itself in "<prefix>/connectors" while it runs; at a
+// shutdown a rank stops its own, counts itself out and then waits (a
+// short grace) until the count is zero, which the last one out marks under
+// "<prefix>/connectors-stopped". Ranks reaching
+// destroy_process_group within the grace of one another therefore leave
+// quietly. A rank with no connector (one that never sent or received)
+// does not take part: it makes no store call at shutdown, as before.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -38,14 +50,21 @@ class Connector {
   /// Asks rank `destination` to join `id` as the receiver. Any thread.
   void request(int destination, const coilUniqueId& id);
 
-  /// Ends the thread. Idempotent.
-  void stop();
+  /// Ends the thread and counts this connector out; then, for a shutdown
+  /// (`waitForPeers` > 0), waits up to that long for every other connector
+  /// of the group to be out too. Idempotent.
+  void stop(std::chrono::milliseconds waitForPeers = std::chrono::milliseconds(0));
 
  private:
   std::string keyFor(int destination, const std::string& what) const;
-  void loop(c10::intrusive_ptr<c10d::Store> waitStore);
+  void loop();
+  /// Counts this connector out, then waits as stop() says.
+  void leave(std::chrono::milliseconds waitForPeers);
 
   c10::intrusive_ptr<c10d::Store> store_;
+  // The thread's own connection: a TCPStore client holds its lock for as
+  // long as a wait lasts, and the group's own store must stay free.
+  c10::intrusive_ptr<c10d::Store> waitStore_;
   const std::string prefix_;
   const int rank_;
   const OnRequest onRequest_;

@@ -162,6 +162,7 @@ void SendLink::failQueued(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_) broken_ = error;
     dropped.swap(queue_);
+    if (settings_.anyBroken) settings_.anyBroken->store(true);
   }
   for (Message& m : dropped) m.work->complete(error);
 }
@@ -235,11 +236,13 @@ void RecvLink::loop(coilUniqueId id) {
           "coil backend: recv from rank ", peer, ": the process group was shut down or aborted")));
       return;
     }
+    if (settings_.anyBroken) settings_.anyBroken->store(true);
     mailbox_.failSource(peer, backendError(c10::str("coil backend: recv from rank ", peer,
                                                ": the link from that rank broke (a 2-rank "
                                                "communicator, where it is rank 0): ",
                                                e.what_without_backtrace())));
   } catch (...) {
+    if (settings_.anyBroken) settings_.anyBroken->store(true);
     mailbox_.failSource(peer, std::current_exception());
   }
 }

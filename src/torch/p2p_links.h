@@ -47,6 +47,9 @@ struct LinkSettings {
   int peer = 0;          // the other end, in the process group
   std::string name;      // the process group's name, for coil's messages
   std::chrono::milliseconds timeout{0};
+  // Set when any link of the process group breaks (a peer died, a send
+  // failed): its shutdown then waits for no peer (p2p.h).
+  std::shared_ptr<std::atomic<bool>> anyBroken;
 };
 
 class SendLink {

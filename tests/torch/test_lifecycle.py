@@ -16,12 +16,20 @@
               split, collectives and isend/irecv in the child), a split of
               the child, and one that leaves ranks out (NON_GROUP_MEMBER).
   late destroy: 2 ranks launched by hand (rank 0 hosts the store, as under
-              mp.spawn); rank 0 sends to rank 1, destroys its group and
+              mp.spawn); rank 0 sends to rank 1, destroys its group
+              (waiting the 3 s grace for rank 1's connector, in vain) and
               exits; rank 1 receives, waits until the store's port is
               closed, then destroys its group. Its destroy must print
               nothing: no torch warning about the store (the p2p connector
               asked the gone store to stop, which torch logs with a stack
               trace) and no coil warning.
+  staggered destroy: 3 ranks launched by hand; each sends to the next
+              and receives from the one before (so each has a p2p
+              connector waiting on the store), then rank r destroys its
+              group r * 0.4 s after rank 0, as ranks of a real job reach
+              the end at slightly different times. Rank 0 hosts the store;
+              no rank may print anything (torch logs a stack trace when a
+              connector's wait loses the store because rank 0 has gone).
 """
 import datetime
 import glob
@@ -225,23 +233,69 @@ def late_destroy_rank(rank, port):
     print("DESTROY-END", flush=True)
 
 
-def late_destroy():
-    """Runs the two ranks; returns the reports of what went wrong."""
+def staggered_destroy_rank(rank, port):
+    """One rank of the staggered-destroy check (this script with
+    --staggered-destroy RANK PORT)."""
+    init_env(rank, STAGGERED_WORLD, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    world = STAGGERED_WORLD
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=30))
+    got = torch.zeros(100)
+    works = [dist.isend(torch.full((100,), float(rank)), (rank + 1) % world),
+             dist.irecv(got, (rank - 1) % world)]
+    for w in works:
+        w.wait()
+    assert bool((got == float((rank - 1) % world)).all()), got[:4]
+    dist.barrier()
+    time.sleep(0.4 * rank)
+    dist.destroy_process_group()
+
+
+STAGGERED_WORLD = 3
+
+
+def launch_by_hand(mode, world):
+    """Runs this script with `mode` as `world` ranks launched by hand;
+    returns [(rank, exit code or None if killed, output)]."""
     port = free_port()
-    cmd = [sys.executable, os.path.abspath(__file__), "--late-destroy"]
+    cmd = [sys.executable, os.path.abspath(__file__), mode]
     procs = [subprocess.Popen(cmd + [str(r), str(port)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
-    reports = []
+                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    results = []
     for rank, p in enumerate(procs):
         try:
             out, _ = p.communicate(timeout=90)
+            results.append((rank, p.returncode, out))
         except subprocess.TimeoutExpired:
             p.kill()
-            out, _ = p.communicate()
+            results.append((rank, None, p.communicate()[0]))
+    return results
+
+
+def staggered_destroy():
+    """Runs the ranks; returns the reports of what went wrong."""
+    reports = []
+    for rank, code, out in launch_by_hand("--staggered-destroy", STAGGERED_WORLD):
+        if code != 0:
+            reports.append((rank, f"exit {code}:\n{out}"))
+        elif out.strip():
+            reports.append((rank, f"printed:\n{out}"))
+    return reports
+
+
+def late_destroy():
+    """Runs the two ranks; returns the reports of what went wrong."""
+    reports = []
+    for rank, code, out in launch_by_hand("--late-destroy", 2):
+        if code is None:
             reports.append((rank, f"did not finish in 90 s:\n{out}"))
             continue
-        if p.returncode != 0:
-            reports.append((rank, f"exit {p.returncode}:\n{out}"))
+        if code != 0:
+            reports.append((rank, f"exit {code}:\n{out}"))
         elif rank == 1:
             if "DESTROY-END" not in out:
                 reports.append((rank, f"no DESTROY-END:\n{out}"))
@@ -256,12 +310,17 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--late-destroy":
         late_destroy_rank(int(sys.argv[2]), int(sys.argv[3]))
         return 0
+    if len(sys.argv) == 4 and sys.argv[1] == "--staggered-destroy":
+        staggered_destroy_rank(int(sys.argv[2]), int(sys.argv[3]))
+        return 0
     require_coil_torch()
     reports, passed = [], 0
-    got = late_destroy()
-    say(f"late destroy after the store's host exited: {'ok' if not got else 'FAILED'}")
-    passed += 0 if got else 1
-    reports += got
+    for name, check in (("late destroy after the store's host exited", late_destroy),
+                        ("staggered destroy, the store's host first", staggered_destroy)):
+        got = check()
+        say(f"{name}: {'ok' if not got else 'FAILED'}")
+        passed += 0 if got else 1
+        reports += got
     for name, fn, world in (("re-init without leaks", reinit, 2), ("sub-groups", subgroups, 3),
                             ("split_group and new_group with a device_id", splits, 3)):
         got = run_ranks(fn, world, timeout=120)
