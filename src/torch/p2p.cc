@@ -63,8 +63,8 @@ SendLink& PointToPoint::linkTo(int peer) {
 void PointToPoint::accept(int source, const coilUniqueId& id) {
   std::lock_guard<std::mutex> lock(linksMutex_);
   if (closed_) return;
-  recvLinks_.push_back(
-      std::make_unique<RecvLink>(LinkSettings{rank_, source, groupName_, timeout_, linkBroken_}, id, mailbox_));
+  recvLinks_.push_back(std::make_unique<RecvLink>(
+      LinkSettings{rank_, source, groupName_, timeout_, linkBroken_}, id, mailbox_));
 }
 
 void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor,

@@ -17,10 +17,10 @@
 // connector counts itself in "<prefix>/connectors" while it runs; at a
 // shutdown a rank stops its own, counts itself out and then waits (a
 // short grace) until the count is zero, which the last one out marks under
-// "<prefix>/connectors-stopped". Ranks reaching
-// destroy_process_group within the grace of one another therefore leave
-// quietly. A rank with no connector (one that never sent or received)
-// does not take part: it makes no store call at shutdown, as before.
+// "<prefix>/connectors-stopped". Ranks reaching destroy_process_group
+// within the grace of one another therefore leave quietly. A rank with no
+// connector (one that never sent or received) does not take part: it makes
+// no store call at shutdown, as before.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
