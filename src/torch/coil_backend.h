@@ -164,6 +164,10 @@ class CoilBackend : public c10d::Backend {
                                                        const c10::Device& device);
   c10::intrusive_ptr<c10d::Work> postPointToPoint(bool isSend, const at::Tensor& tensor,
                                                      int peer, int tag);
+  /// allgather of one input into outputs of different sizes
+  /// (uneven_all_gather.h).
+  c10::intrusive_ptr<c10d::Work> allgatherUneven(std::vector<at::Tensor>& outputs,
+                                                 const at::Tensor& input);
   /// Adds `entry` to the open batch, marking its work as in it (wait()
   /// then refuses until the batch ends); returns the work.
   c10::intrusive_ptr<CoilWork> addToBatch(BatchEntry entry);

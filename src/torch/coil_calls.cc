@@ -67,25 +67,38 @@ ScopedReduceOp::~ScopedReduceOp() {
   if (created_ && std::uncaught_exceptions() == uncaughtAtStart_) coilRedOpDestroy(op_, comm_);
 }
 
+CoilGroup::CoilGroup() { check(coilGroupStart(), "coilGroupStart"); }
+
+CoilGroup::~CoilGroup() {
+  if (open_) coilGroupEnd();
+}
+
+void CoilGroup::add(coilResult_t result, const std::string& call) {
+  if (result == coilSuccess || firstError_ != coilSuccess) return;
+  firstError_ = result;
+  firstCall_ = call;
+  firstMessage_ = coilGetLastError(nullptr);
+}
+
+void CoilGroup::end() {
+  open_ = false;
+  // Closed even after a refused call, or this thread stays inside the group.
+  const coilResult_t ended = coilGroupEnd();
+  if (firstError_ != coilSuccess) throwCoilError(firstCall_, firstError_, firstMessage_);
+  check(ended, "coilGroupEnd");
+}
+
 void runTransferGroup(const std::vector<Transfer>& transfers, coilComm_t comm) {
-  check(coilGroupStart(), "coilGroupStart");
-  coilResult_t firstError = coilSuccess;
-  std::string firstCall, firstMessage;
+  CoilGroup group;
   for (const Transfer& t : transfers) {
     coilResult_t r = t.isSend ? coilSend(t.data, t.elements.count, t.elements.type, t.peer, comm,
                                          opStream())
                               : coilRecv(t.data, t.elements.count, t.elements.type, t.peer, comm,
                                          opStream());
-    if (r != coilSuccess && firstError == coilSuccess) {
-      firstError = r;
-      firstCall = c10::str(t.isSend ? "coilSend to rank " : "coilRecv from rank ", t.peer);
-      firstMessage = coilGetLastError(nullptr);
-    }
+    if (r != coilSuccess)
+      group.add(r, c10::str(t.isSend ? "coilSend to rank " : "coilRecv from rank ", t.peer));
   }
-  // Closed even after a refused call, or this thread stays inside the group.
-  coilResult_t end = coilGroupEnd();
-  if (firstError != coilSuccess) throwCoilError(firstCall, firstError, firstMessage);
-  check(end, "coilGroupEnd");
+  group.end();
 }
 
 }  // namespace coil_torch

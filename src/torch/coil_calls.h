@@ -59,6 +59,29 @@ class ScopedReduceOp {
   int uncaughtAtStart_;
 };
 
+/// The calls of one coil group: the constructor starts it (throwing if coil
+/// refuses), add() notes each call's result, end() closes it and throws the
+/// first refused call's error with its own message (a later call or
+/// coilGroupEnd would replace coilGetLastError's text), else coilGroupEnd's.
+/// A group left without end() (an exception) is closed by the destructor,
+/// so the thread never stays inside it.
+class CoilGroup {
+ public:
+  CoilGroup();
+  ~CoilGroup();
+  CoilGroup(const CoilGroup&) = delete;
+  CoilGroup& operator=(const CoilGroup&) = delete;
+  /// `call` names the call in the error, e.g. "coilSend to rank 2".
+  void add(coilResult_t result, const std::string& call);
+  bool failed() const { return firstError_ != coilSuccess; }
+  void end();
+
+ private:
+  bool open_ = true;
+  coilResult_t firstError_ = coilSuccess;
+  std::string firstCall_, firstMessage_;
+};
+
 /// One send or receive of a tensor's memory (host, or device on opStream()).
 struct Transfer {
   bool isSend;

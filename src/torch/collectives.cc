@@ -19,6 +19,7 @@
 #include "tensor_args.h"
 #include "tensor_lists.h"
 #include "torch_names.h"
+#include "uneven_all_gather.h"
 #include "uneven_reduce_scatter.h"
 
 namespace coil_torch {
@@ -176,6 +177,10 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at
   const size_t perList = inputs.size() * static_cast<size_t>(size_);
   TORCH_CHECK(outputs.size() == inputs.size(), "coil backend: allgather needs one output list per "
               "input tensor (", inputs.size(), "), got ", outputs.size());
+  if (inputs.size() == 1 && outputs[0].size() == perList &&
+      std::any_of(outputs[0].begin(), outputs[0].end(),
+                  [&](const at::Tensor& o) { return o.numel() != in.numel(); }))
+    return allgatherUneven(outputs[0], in);
   std::vector<at::Tensor> outs;
   for (size_t j = 0; j < outputs.size(); ++j) {
     TORCH_CHECK(outputs[j].size() == perList, "coil backend: allgather: output list ", j, " has ",
@@ -198,6 +203,21 @@ c10::intrusive_ptr<c10d::Work> CoilBackend::allgather(std::vector<std::vector<at
       unflattenFrom(flat, list);
     }
   }, ins);
+}
+
+c10::intrusive_ptr<c10d::Work> CoilBackend::allgatherUneven(std::vector<at::Tensor>& outputs,
+                                                             const at::Tensor& input) {
+  // As ProcessGroupNCCL: output r takes rank r's input, whatever its size.
+  checkSameKind(outputs, input.scalar_type(), -1, "allgather", "output");
+  TORCH_CHECK(outputs[rank_].numel() == input.numel(), "coil backend: allgather: output[", rank_,
+              "] has ", outputs[rank_].numel(), " elements, but this rank's input has ",
+              input.numel(), " (outputs may differ in size, one per rank's input)");
+  std::vector<at::Tensor> outs = outputs;
+  const int rank = rank_;
+  CommRef c = commRef();
+  return enqueue(c10d::OpType::ALLGATHER, outs, [in = input, outs, rank, c]() mutable {
+    allGatherUneven(in, outs, rank, c.get());
+  }, {input});
 }
 
 c10::intrusive_ptr<c10d::Work> CoilBackend::allgather_coalesced(

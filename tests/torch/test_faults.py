@@ -12,6 +12,11 @@
   abort:        2 ranks, timeout 60 s; rank 1 skips an all_reduce; rank 0
                 aborts the group while its all_reduce waits: the work must
                 fail within a second, and rank 1 must get an error, not a hang.
+  uneven all_gather, sizes disagreed: 3 ranks, timeout 20 s; all_gather
+                into outputs of different sizes where the ranks disagree on
+                the sizes, once so that they choose different ways to move
+                it (padded all-gather, broadcasts) and once on one size
+                only. Every rank must raise coil's mismatch error at once.
 """
 import datetime
 import os
@@ -154,6 +159,30 @@ def aborted(rank, world, port):
         assert took < 1.0, f"took {took:.2f} s"
 
 
+def disagreed_uneven_all_gather(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    for what, sizes in (("the way", [5, 6, 7] if rank == 0 else [5, 0, 100]),
+                        ("one size", [3, 1, 37] if rank == 2 else [0, 1, 37])):
+        # A fresh group each time: a mismatch breaks the communicator.
+        dist.init_process_group("coil", timeout=datetime.timedelta(seconds=20))
+        start = time.monotonic()
+        try:
+            dist.all_gather([torch.zeros(n) for n in sizes], torch.ones(sizes[rank]))
+            raise AssertionError(f"disagreeing on {what}: no error")
+        except RuntimeError as e:
+            took = time.monotonic() - start
+            say(f"rank {rank}: disagreeing on {what} raised after {took:.2f} s: "
+                f"{str(e).splitlines()[0][:160]}")
+            assert took < 5.0, f"took {took:.2f} s"
+            assert "mismatch" in str(e) or "failed" in str(e) or "closed" in str(e), str(e)
+        dist.destroy_process_group()
+
+
 def main():
     require_coil_torch()
     reports, passed = [], 0
@@ -161,7 +190,9 @@ def main():
                                     ("killed point-to-point peer", killed_p2p_peer, 2,
                                      {1: -signal.SIGKILL}),
                                     ("timed-out collective", timed_out, 2, None),
-                                    ("abort", aborted, 2, None)):
+                                    ("abort", aborted, 2, None),
+                                    ("uneven all_gather, sizes disagreed",
+                                     disagreed_uneven_all_gather, 3, None)):
         got = run_ranks(fn, world, timeout=90, expect_exit=expect)
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1

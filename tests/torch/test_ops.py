@@ -5,7 +5,8 @@ default group (coil) and once on a gloo group of the same ranks, and the
 results must be equal. Inputs are small integers (also in the float types),
 so sums are exact whatever order a backend adds in, and equality is bitwise.
 Where gloo lacks an operation or dtype (AVG, PREMUL_SUM, unsigned 32/64-bit,
-list all-to-all), the reference is gloo on a wider dtype, or computed from
+list all-to-all, all_gather into outputs of different sizes), the
+reference is gloo on a wider dtype, or computed from
 every rank's inputs, which each rank can regenerate from the seeds.
 
 COIL_TORCH_TEST_WORLDS=2,3 picks the world sizes (default 1,2,3,4).
@@ -298,6 +299,29 @@ def worker(rank, world, port):
             expect_equal(f"all_gather_into_tensor {dtype}", got_t, want_t)
         case(f"all_gather {dtype}", run_allgather)
 
+    # all_gather into outputs of different sizes, as ProcessGroupNCCL allows
+    # (gloo refuses): output r gets rank r's input. The reference is every
+    # rank's input, made here. Sizes whose padding to the largest costs at
+    # most twice the data take one padded all-gather, the others one
+    # broadcast per rank; both are here, with empty inputs and a strided
+    # output among them.
+    uneven_sizes = {"near": lambda r: 5 + 2 * r, "one rank": lambda r: 0 if r else 1000,
+                    "empty": lambda r: 0, "last": lambda r: 37 if r == world - 1 else r % 2}
+    for seed, (kind, size_of) in enumerate(uneven_sizes.items()):
+        for dtype in (torch.float32, torch.int16, torch.complex64):
+            def run_allgather_uneven(size_of=size_of, dtype=dtype, seed=seed, kind=kind):
+                def data(r):
+                    return make(torch, torch.int64, (size_of(r),), r, 450 + seed, -9, 9).to(dtype)
+                got = [torch.full((size_of(r),), 7, dtype=dtype) for r in range(world)]
+                strided = torch.full((size_of(0), 2), 7, dtype=dtype)
+                got[0] = strided[:, 0]
+                dist.all_gather(got, data(rank))
+                for r in range(world):
+                    expect_equal(f"all_gather uneven ({kind}) {dtype} [{r}]", got[r], data(r))
+                expect_equal(f"all_gather uneven ({kind}) {dtype}: the strided output's gaps",
+                             strided[:, 1], torch.full((size_of(0),), 7, dtype=dtype))
+            case(f"all_gather uneven ({kind}) {dtype}", run_allgather_uneven)
+
     for root in range(world):
         def run_gather(root=root):
             x = make(torch, torch.float64, (129,), rank, 500 + root, -9, 9)
@@ -464,6 +488,10 @@ def worker(rank, world, port):
         expect_error("cuda send", lambda: dist.send(torch.zeros(3, device="cuda"),
                                                     dst=(rank + 1) % world),
                      "coil backend: send of CUDA tensors is not supported yet")
+
+    expect_error("all_gather: this rank's output of another size than its input",
+                 lambda: dist.all_gather([torch.zeros(4) for _ in range(world)], torch.zeros(3)),
+                 "coil backend: allgather: output[", "elements, but this rank's input has 3")
 
     # The group still works after the refused calls (they never reached coil).
     def run_after_errors():

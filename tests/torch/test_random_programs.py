@@ -24,7 +24,7 @@ must come back untouched.
                              gloo check the test itself, leaving out what
                              gloo lacks or gets wrong (AVG, PREMUL_SUM, int16,
                              complex gather, list all_to_all, uneven
-                             reduce_scatter, strided tensors, an empty
+                             reduce_scatter and all_gather, strided tensors, an empty
                              message received from any source)
   COIL_TORCH_PROGRAM_TRACE   1: each rank prints each step before it runs
 """
@@ -335,13 +335,19 @@ class Program:
         shape = self.pick_shape()
         into_tensor = self.shared.random() < 0.5
         stacked = self.shared.random() < 0.5 and BACKEND != "gloo"  # gloo takes only concatenated
-        what = f"all_gather{'_into_tensor' if into_tensor else ''} {dtype} {shape} on {members}"
+        # Outputs of different sizes, one per member's input, as NCCL allows
+        # (gloo refuses them).
+        shapes = [shape] * len(members)
+        if not into_tensor and BACKEND != "gloo" and self.shared.random() < 0.4:
+            shapes = [(self.pick_count(),) for _ in members]
+        what = (f"all_gather{'_into_tensor' if into_tensor else ''} {dtype} "
+                f"{shape if len(set(shapes)) == 1 else shapes} on {members}")
         self.note(what)
         if self.rank not in members:
             return
         torch, k = self.torch, len(members)
-        mine = self.data(self.rank, dtype, shape)
-        wants = [self.data(r, dtype, shape) for r in members]
+        mine = self.data(self.rank, dtype, shapes[members.index(self.rank)])
+        wants = [self.data(r, dtype, sh) for r, sh in zip(members, shapes)]
         async_op = self.mine.random() < 0.5
         if into_tensor:
             if stacked:
@@ -353,7 +359,7 @@ class Program:
             work = self.dist.all_gather_into_tensor(out, mine, group=group, async_op=async_op)
             self.issued(what, work, lambda: self.expect(what, out, want))
         else:
-            outs = [torch.full(shape, 7, dtype=dtype) for _ in range(k)]
+            outs = [torch.full(sh, 7, dtype=dtype) for sh in shapes]
             work = self.dist.all_gather(outs, mine, group=group, async_op=async_op)
             self.issued(what, work,
                         lambda: [self.expect(f"{what} [{i}]", o, w)
