@@ -30,9 +30,11 @@ void gatherPadded(const at::Tensor& mine, std::vector<at::Tensor>& outs, int64_t
 void gatherByBroadcasts(const at::Tensor& mine, std::vector<at::Tensor>& outs, int rank,
                 coilComm_t comm) {
   // Each output is received in place when contiguous, else into a
-  // contiguous stand-in copied back after the group.
+  // row-major stand-in copied back after the group (not empty_like: it keeps
+  // a transposed tensor's strides, and the bytes arrive in row-major order).
   std::vector<at::Tensor> into;
-  for (const at::Tensor& o : outs) into.push_back(o.is_contiguous() ? o : at::empty_like(o));
+  for (const at::Tensor& o : outs)
+    into.push_back(o.is_contiguous() ? o : at::empty(o.sizes(), o.options()));
   const at::Tensor source = mine.contiguous();
   CoilGroup group;
   for (size_t r = 0; r < outs.size() && !group.failed(); ++r) {

@@ -306,7 +306,7 @@ def worker(rank, world, port):
     # broadcast per rank; both are here, with empty inputs and a strided
     # output among them.
     uneven_sizes = {"near": lambda r: 5 + 2 * r, "one rank": lambda r: 0 if r else 1000,
-                    "empty": lambda r: 0, "last": lambda r: 37 if r == world - 1 else r % 2}
+                    "empty": lambda r: 0, "last": lambda r: 74 if r == world - 1 else r % 2}
     for seed, (kind, size_of) in enumerate(uneven_sizes.items()):
         for dtype in (torch.float32, torch.int16, torch.complex64):
             def run_allgather_uneven(size_of=size_of, dtype=dtype, seed=seed, kind=kind):
@@ -315,9 +315,12 @@ def worker(rank, world, port):
                 got = [torch.full((size_of(r),), 7, dtype=dtype) for r in range(world)]
                 strided = torch.full((size_of(0), 2), 7, dtype=dtype)
                 got[0] = strided[:, 0]
+                if size_of(world - 1) == 37 * 2:  # a transposed output, of another shape
+                    got[world - 1] = torch.full((2, 37), 7, dtype=dtype).t()
                 dist.all_gather(got, data(rank))
                 for r in range(world):
-                    expect_equal(f"all_gather uneven ({kind}) {dtype} [{r}]", got[r], data(r))
+                    expect_equal(f"all_gather uneven ({kind}) {dtype} [{r}]",
+                                 got[r].reshape(-1), data(r))
                 expect_equal(f"all_gather uneven ({kind}) {dtype}: the strided output's gaps",
                              strided[:, 1], torch.full((size_of(0),), 7, dtype=dtype))
             case(f"all_gather uneven ({kind}) {dtype}", run_allgather_uneven)
