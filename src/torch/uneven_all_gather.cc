@@ -14,7 +14,7 @@ namespace coil_torch {
 namespace {
 
 void gatherPadded(const at::Tensor& mine, std::vector<at::Tensor>& outs, int64_t largest,
-            coilComm_t comm) {
+                  coilComm_t comm) {
   // The padding never reaches an output; zeros keep what is sent defined.
   at::Tensor block = at::zeros({largest}, mine.options());
   block.narrow(0, 0, mine.numel()).copy_(mine.reshape({-1}));
@@ -28,7 +28,7 @@ void gatherPadded(const at::Tensor& mine, std::vector<at::Tensor>& outs, int64_t
 }
 
 void gatherByBroadcasts(const at::Tensor& mine, std::vector<at::Tensor>& outs, int rank,
-                coilComm_t comm) {
+                        coilComm_t comm) {
   // Each output is received in place when contiguous, else into a
   // row-major stand-in copied back after the group (not empty_like: it keeps
   // a transposed tensor's strides, and the bytes arrive in row-major order).
