@@ -121,10 +121,9 @@ class Communicator {
   /// An all-gather of `bytes` per rank over the bootstrap, not the links:
   /// for exchanges that set things up (the device windows made at init, and
   /// agreeing on registered ones). A non-blocking child of a split with
-  /// splitShare=1 sets up
-  /// while its parent may run operations on the links they share, and a
-  /// collective of its own there would collide with them. Within the
-  /// communicator's timeout.
+  /// splitShare=1 sets up while its parent may run operations on the links
+  /// they share, and a collective of its own there would collide with them.
+  /// Within the communicator's timeout.
   void allGatherAtSetup(void* all, size_t bytes);
   /// Runs point-to-point operations concurrently: they complete in any
   /// order, so no send/recv pattern among them can deadlock. A single call

@@ -52,7 +52,7 @@ SendLink& PointToPoint::linkTo(int peer) {
   TORCH_CHECK(!closed_, "coil backend: the process group has been shut down or aborted");
   std::unique_ptr<SendLink>& link = sendLinks_[peer];
   if (!link) {
-    LinkSettings settings{rank_, peer, groupName_, timeout_, linkBroken_};
+    LinkSettings settings{rank_, peer, groupName_, timeout_, &linkBroken_};
     Connector* connector = this->connector();
     link = std::make_unique<SendLink>(
         settings, [connector, peer](const coilUniqueId& id) { connector->request(peer, id); });
@@ -64,7 +64,7 @@ void PointToPoint::accept(int source, const coilUniqueId& id) {
   std::lock_guard<std::mutex> lock(linksMutex_);
   if (closed_) return;
   recvLinks_.push_back(std::make_unique<RecvLink>(
-      LinkSettings{rank_, source, groupName_, timeout_, linkBroken_}, id, mailbox_));
+      LinkSettings{rank_, source, groupName_, timeout_, &linkBroken_}, id, mailbox_));
 }
 
 void PointToPoint::send(const c10::intrusive_ptr<CoilWork>& work, const at::Tensor& tensor,
@@ -149,7 +149,7 @@ void PointToPoint::close(bool drain) {
     if (link) link->close(drain);
   // No link is accepted after this (closed_ is set). After a broken link
   // (most likely a dead peer, whose connector never stops) nobody is waited for.
-  const bool waitForPeers = drain && !linkBroken_->load();
+  const bool waitForPeers = drain && !linkBroken_.load();
   if (connector_) connector_->stop(waitForPeers ? kConnectorsGrace : std::chrono::milliseconds(0));
   {
     std::lock_guard<std::mutex> lock(linksMutex_);

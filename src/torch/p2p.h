@@ -83,8 +83,9 @@ class PointToPoint {
   bool closed_ = false;
   std::vector<std::unique_ptr<SendLink>> sendLinks_;  // by peer; made on first send
   std::vector<std::unique_ptr<RecvLink>> recvLinks_;  // as peers connect
-  // Whether a link broke: a shutdown then waits for no peer's connector.
-  const std::shared_ptr<std::atomic<bool>> linkBroken_ = std::make_shared<std::atomic<bool>>(false);
+  // Whether a link broke (the links set it; they never outlive this
+  // object): a shutdown then waits for no peer's connector.
+  std::atomic<bool> linkBroken_{false};
   std::unique_ptr<Connector> connector_;               // last: its thread uses the rest
 };
 

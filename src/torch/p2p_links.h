@@ -49,7 +49,7 @@ struct LinkSettings {
   std::chrono::milliseconds timeout{0};
   // Set when any link of the process group breaks (a peer died, a send
   // failed): its shutdown then waits for no peer (p2p.h).
-  std::shared_ptr<std::atomic<bool>> anyBroken;
+  std::atomic<bool>* anyBroken = nullptr;
 };
 
 class SendLink {

@@ -3,6 +3,7 @@
 #include <ATen/ops/cat.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <sstream>
@@ -219,6 +220,16 @@ Staged::Staged(const at::Tensor& user)
 
 void Staged::writeBack() {
   if (!buffer_.is_same(user_)) user_.copy_(buffer_);
+}
+
+std::optional<int64_t> paddedBlockSize(const std::vector<at::Tensor>& ts) {
+  int64_t largest = 0, total = 0;
+  for (const at::Tensor& t : ts) {
+    largest = std::max(largest, t.numel());
+    total += t.numel();
+  }
+  if (static_cast<int64_t>(ts.size()) * largest <= 2 * total) return largest;
+  return std::nullopt;
 }
 
 at::Tensor flattenInto(const std::vector<at::Tensor>& ts) {

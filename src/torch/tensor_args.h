@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,13 @@ class Staged {
   at::Tensor user_;
   at::Tensor buffer_;
 };
+
+/// The largest numel of `ts` when padding every tensor to it moves at most
+/// twice their total (n * largest <= 2 * total), else nullopt: how
+/// reduce_scatter and all_gather of different sizes choose one padded coil
+/// call (uneven_reduce_scatter.h, uneven_all_gather.h). Every rank gets the
+/// same answer from the same sizes, so all make the same coil calls.
+std::optional<int64_t> paddedBlockSize(const std::vector<at::Tensor>& ts);
 
 /// The tensors laid end to end in one new contiguous 1-D tensor.
 at::Tensor flattenInto(const std::vector<at::Tensor>& ts);

@@ -4,7 +4,7 @@
 
 #include <c10/util/StringUtil.h>
 
-#include <algorithm>
+#include <optional>
 
 #include "coil_calls.h"
 #include "cuda_op.h"
@@ -54,14 +54,8 @@ void gatherByBroadcasts(const at::Tensor& mine, std::vector<at::Tensor>& outs, i
 
 void allGatherUneven(const at::Tensor& mine, std::vector<at::Tensor>& outs, int rank,
                      coilComm_t comm) {
-  int64_t largest = 0, total = 0;
-  for (const at::Tensor& o : outs) {
-    largest = std::max(largest, o.numel());
-    total += o.numel();
-  }
-  if (largest == 0) return;
-  if (static_cast<int64_t>(outs.size()) * largest <= 2 * total)  // see the header
-    gatherPadded(mine, outs, largest, comm);
+  if (const std::optional<int64_t> largest = paddedBlockSize(outs))  // see the header
+    gatherPadded(mine, outs, *largest, comm);
   else
     gatherByBroadcasts(mine, outs, rank, comm);
 }

@@ -2,8 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include <algorithm>
-#include <numeric>
+#include <optional>
 
 #include "coil_calls.h"
 #include "cuda_op.h"
@@ -13,29 +12,28 @@ namespace coil_torch {
 
 void reduceScatterUneven(const at::Tensor& out, const std::vector<at::Tensor>& blocks, int rank,
                          coilDataType_t type, coilRedOp_t op, coilComm_t comm) {
-  std::vector<int64_t> numels;
-  for (const at::Tensor& b : blocks) numels.push_back(b.numel());
-  const int64_t largest = *std::max_element(numels.begin(), numels.end());
-  const int64_t total = std::accumulate(numels.begin(), numels.end(), int64_t{0});
   const at::Tensor mine = [&] {
-    if (static_cast<int64_t>(numels.size()) * largest <= 2 * total) {  // padded (see the header)
+    if (const std::optional<int64_t> largest = paddedBlockSize(blocks)) {  // see the header
       // The padding's values never reach an output: each element is reduced
       // on its own.
-      at::Tensor padded = at::zeros({static_cast<int64_t>(blocks.size()) * largest}, out.options());
+      const int64_t m = *largest;
+      at::Tensor padded = at::zeros({static_cast<int64_t>(blocks.size()) * m}, out.options());
       for (size_t i = 0; i < blocks.size(); ++i)
-        padded.narrow(0, static_cast<int64_t>(i) * largest, numels[i]).copy_(blocks[i].reshape({-1}));
-      at::Tensor result = at::empty({largest}, out.options());
-      check(coilReduceScatter(padded.data_ptr(), result.data_ptr(), static_cast<size_t>(largest),
-                              type, op, comm, opStream()),
+        padded.narrow(0, static_cast<int64_t>(i) * m, blocks[i].numel())
+            .copy_(blocks[i].reshape({-1}));
+      at::Tensor result = at::empty({m}, out.options());
+      check(coilReduceScatter(padded.data_ptr(), result.data_ptr(), static_cast<size_t>(m), type,
+                              op, comm, opStream()),
             "coilReduceScatter");
-      return result.narrow(0, 0, numels[rank]);
+      return result.narrow(0, 0, blocks[rank].numel());
     }
     at::Tensor all = flattenInto(blocks);
     check(coilAllReduce(all.data_ptr(), all.data_ptr(), static_cast<size_t>(all.numel()), type, op,
                         comm, opStream()),
           "coilAllReduce");
-    const int64_t offset = std::accumulate(numels.begin(), numels.begin() + rank, int64_t{0});
-    return all.narrow(0, offset, numels[rank]);
+    int64_t offset = 0;
+    for (int r = 0; r < rank; ++r) offset += blocks[r].numel();
+    return all.narrow(0, offset, blocks[rank].numel());
   }();
   out.copy_(mine.view(out.sizes()));
 }

@@ -16,7 +16,9 @@
                 into outputs of different sizes where the ranks disagree on
                 the sizes, once so that they choose different ways to move
                 it (padded all-gather, broadcasts) and once on one size
-                only. Every rank must raise coil's mismatch error at once.
+                only, each on a new group. Every rank must raise coil's
+                mismatch error at once, and the default group must still
+                work after.
 """
 import datetime
 import os
@@ -166,13 +168,14 @@ def disagreed_uneven_all_gather(rank, world, port):
 
     import coil_torch  # noqa: F401
 
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=20))
     for what, sizes in (("the way", [5, 6, 7] if rank == 0 else [5, 0, 100]),
                         ("one size", [3, 1, 37] if rank == 2 else [0, 1, 37])):
-        # A fresh group each time: a mismatch breaks the communicator.
-        dist.init_process_group("coil", timeout=datetime.timedelta(seconds=20))
+        # A fresh group each time: a mismatch breaks its communicator.
+        group = dist.new_group()
         start = time.monotonic()
         try:
-            dist.all_gather([torch.zeros(n) for n in sizes], torch.ones(sizes[rank]))
+            dist.all_gather([torch.zeros(n) for n in sizes], torch.ones(sizes[rank]), group=group)
             raise AssertionError(f"disagreeing on {what}: no error")
         except RuntimeError as e:
             took = time.monotonic() - start
@@ -180,7 +183,10 @@ def disagreed_uneven_all_gather(rank, world, port):
                 f"{str(e).splitlines()[0][:160]}")
             assert took < 5.0, f"took {took:.2f} s"
             assert "mismatch" in str(e) or "failed" in str(e) or "closed" in str(e), str(e)
-        dist.destroy_process_group()
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the default group is unharmed
+    assert t[0].item() == world, t
+    dist.destroy_process_group()
 
 
 def main():

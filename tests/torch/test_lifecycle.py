@@ -233,6 +233,9 @@ def late_destroy_rank(rank, port):
     print("DESTROY-END", flush=True)
 
 
+STAGGERED_WORLD = 3
+
+
 def staggered_destroy_rank(rank, port):
     """One rank of the staggered-destroy check (this script with
     --staggered-destroy RANK PORT)."""
@@ -253,9 +256,6 @@ def staggered_destroy_rank(rank, port):
     dist.barrier()
     time.sleep(0.4 * rank)
     dist.destroy_process_group()
-
-
-STAGGERED_WORLD = 3
 
 
 def launch_by_hand(mode, world):
