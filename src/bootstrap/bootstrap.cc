@@ -177,8 +177,17 @@ class RingBootstrap final : public Bootstrap {
     Socket root;
     try {
       COIL_INFO(kBoot, who_, "connecting to ", rootName);
-      root = Socket::connect(id.root, deadline, abortFlag_);
+      // coilGetUniqueId's root listened before the id existed: a refusal
+      // means it is gone, and waiting for the deadline would not bring it
+      // back. A fixed root (rank 0 starts it) may simply not be up yet.
+      root = Socket::connect(id.root, deadline, abortFlag_,
+                             id.rootHostedByRank0 ? Socket::Refused::kRetry
+                                                  : Socket::Refused::kFinal);
     } catch (const Error& e) {
+      if (e.code() == coilRemoteError && !id.rootHostedByRank0)
+        rethrowIn(who_ + "cannot reach " + rootName + " (the process that made this id with "
+                  "coilGetUniqueId exited, its root stopped waiting after its timeout, or the id "
+                  "is left from an earlier run): ", e);
       rethrowIn(who_ + "cannot reach " + rootName + ": ", e);
     }
 

@@ -1,5 +1,6 @@
 // Rendezvous with ranks as forked processes: the normal case, a fixed root
-// hosted by rank 0, and a rank killed with SIGKILL during an allGather.
+// hosted by rank 0, a rank killed with SIGKILL during an allGather, and an
+// id whose root's process has exited.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -121,6 +122,43 @@ TEST(RendezvousProcesses, KilledRankFailsTheOthersPromptly) {
     if (r == kVictim) continue;
     EXPECT_TRUE(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == kOk)
         << "rank " << r << ": " << statusText(status[r]);
+  }
+}
+
+// coilGetUniqueId's root listens before the id exists, so a refused
+// connection means its process is gone (or the id is left from an earlier
+// run, as under a torchrun restart). The rank must fail at once and say so,
+// not retry until its deadline.
+TEST(RendezvousProcesses, AnIdWhoseRootProcessExitedFailsAtOnce) {
+  test::EnvGuard env(test::bootstrapVars());
+  int idPipe[2];
+  ASSERT_EQ(pipe(idPipe), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    coilUniqueId bytes = encodeUniqueId(startRoot(loopback(), kTimeoutMs));
+    bool sent = write(idPipe[1], &bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+    _exit(sent ? 0 : 1);  // the root's listener goes with the process
+  }
+  ::close(idPipe[1]);
+  coilUniqueId bytes;
+  ASSERT_EQ(read(idPipe[0], &bytes, sizeof bytes), static_cast<ssize_t>(sizeof bytes));
+  ::close(idPipe[0]);
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << statusText(st);
+  const UniqueIdData id = decodeUniqueId(bytes);
+
+  auto start = std::chrono::steady_clock::now();
+  try {
+    Bootstrap::create(id, 1, 2, Deadline::after(kTimeoutMs), nullptr);
+    FAIL() << "joined a root whose process had exited";
+  } catch (const Error& e) {
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(e.code(), coilRemoteError) << e.what();
+    EXPECT_LT(took, 3.0) << e.what();
+    EXPECT_NE(std::string(e.what()).find(id.root.toString()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
   }
 }
 
