@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "coil_calls.h"
+#include "store_join.h"
 #include "tensor_args.h"
 
 namespace coil_torch {
@@ -26,42 +27,16 @@ std::exception_ptr closedError(const char* how) {
 
 }  // namespace
 
-namespace {
-
-// Rank 0 makes the unique id and puts it in the store; the others wait for
-// it there. Then every rank joins.
-coilComm_t joinThroughStore(c10d::Store& store, int rank, int size,
-                            std::chrono::milliseconds timeout, const std::string& key,
-                            const std::string& groupName) {
-  TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "coil backend: rank ", rank,
-              " is out of range for a group of ", size, " ranks");
-  coilUniqueId id;
-  if (rank == 0) {
-    check(coilGetUniqueId(&id), "coilGetUniqueId");
-    store.set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
-  } else {
-    // Blocks until rank 0 has set it, or the store's timeout passes.
-    std::vector<uint8_t> bytes = store.get(key);
-    TORCH_CHECK(bytes.size() == sizeof id.internal, "coil backend: the unique id under store key '",
-                key, "' has ", bytes.size(), " bytes, expected ", sizeof id.internal);
-    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
-  }
-  coilConfig_t config = COIL_CONFIG_INITIALIZER;
-  config.blocking = 1;
-  config.timeoutMs = timeout.count();
-  config.commName = groupName.c_str();
-  coilComm_t comm = nullptr;
-  check(coilCommInitRankConfig(&comm, size, id, rank, &config), "coilCommInitRankConfig");
-  return comm;
-}
-
-}  // namespace
-
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& key,
                          const std::string& groupName)
-    : CoilBackend(store, rank, size, timeout, key, groupName,
+    : CoilBackend(store, rank, size, timeout, groupName,
                   joinThroughStore(*store, rank, size, timeout, key, groupName)) {}
+
+CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout, const std::string& groupName,
+                         JoinedComm joined)
+    : CoilBackend(store, rank, size, timeout, joined.storeKey, groupName, joined.comm) {}
 
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& key,

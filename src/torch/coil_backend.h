@@ -21,6 +21,7 @@
 #include "coil.h"
 #include "coil_calls.h"
 #include "p2p.h"
+#include "store_join.h"
 #include "work_queue.h"
 
 namespace coil_torch {
@@ -28,9 +29,10 @@ namespace coil_torch {
 class CoilBackend : public c10d::Backend {
  public:
   /// Joins the communicator of `size` ranks: rank 0 makes a coil unique id
-  /// and puts it in `store` under `key`; the others wait for it there. Every
-  /// wait in coil (init included) gives up after `timeout`. Throws
-  /// c10::DistBackendError with coil's message when the join fails.
+  /// and puts it in `store` under `key`; the others wait for it there
+  /// (store_join.h). Every wait in coil (init included) gives up after
+  /// `timeout`. Throws c10::DistBackendError with coil's message when the
+  /// join fails.
   CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, const std::string& key,
               const std::string& groupName);
@@ -131,6 +133,9 @@ class CoilBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
+  CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+              std::chrono::milliseconds timeout, const std::string& groupName, JoinedComm joined);
+
   // An operation collected between startCoalescing and endCoalescing:
   // a send/receive (isP2p) or any other operation (body).
   struct BatchEntry {
