@@ -19,6 +19,14 @@
                 only, each on a new group. Every rank must raise coil's
                 mismatch error at once, and the default group must still
                 work after.
+  debug wrapper: 3 ranks under TORCH_DISTRIBUTED_DEBUG=DETAIL, where torch
+                wraps the coil group in its ProcessGroupWrapper (which checks
+                each collective's shape on a helper group first): DDP, an
+                all_gather and a broadcast run through it, and an all_reduce
+                whose size differs on rank 0 raises torch's "mismatch
+                between collectives" on every rank, after which the group
+                still works. (Over gloo, torch 2.15 crashes here with a
+                segfault in DDP's constructor, 2026-11-29.)
 """
 import datetime
 import os
@@ -189,6 +197,36 @@ def disagreed_uneven_all_gather(rank, world, port):
     dist.destroy_process_group()
 
 
+def debug_wrapper(rank, world, port):
+    init_env(rank, world, port)
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"  # read when torch loads
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=20))
+    wrapper = type(dist.group.WORLD._get_backend(torch.device("cpu"))).__name__
+    assert wrapper == "_ProcessGroupWrapper", f"the group's backend is {wrapper}"
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    model(torch.randn(3, 4)).sum().backward()
+    outs = [torch.empty(2) for _ in range(world)]
+    dist.all_gather(outs, torch.full((2,), float(rank)))
+    assert [o[0].item() for o in outs] == [float(r) for r in range(world)], outs
+    x = torch.full((3,), float(rank))
+    dist.broadcast(x, 1)
+    assert x[0].item() == 1.0, x
+    try:
+        dist.all_reduce(torch.ones(5 if rank == 0 else 6))
+        raise AssertionError("an all_reduce of different sizes passed the wrapper")
+    except RuntimeError as e:
+        assert "mismatch between collectives" in str(e), str(e)[:300]
+    y = torch.ones(7)
+    dist.all_reduce(y)
+    assert y[0].item() == world, y
+    dist.destroy_process_group()
+
+
 def main():
     require_coil_torch()
     reports, passed = [], 0
@@ -198,7 +236,9 @@ def main():
                                     ("timed-out collective", timed_out, 2, None),
                                     ("abort", aborted, 2, None),
                                     ("uneven all_gather, sizes disagreed",
-                                     disagreed_uneven_all_gather, 3, None)):
+                                     disagreed_uneven_all_gather, 3, None),
+                                    ("debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
+                                     debug_wrapper, 3, None)):
         got = run_ranks(fn, world, timeout=90, expect_exit=expect)
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1
