@@ -125,6 +125,8 @@ def _create_backend(dist_opts, backend_options):
         _timeout_ms(dist_opts.timeout),
         f"coil_unique_id/{generation}",
         group,
+        # The default group is made before torch counts as initialized.
+        not dist.is_initialized(),
     )
 
 

@@ -29,9 +29,11 @@ std::exception_ptr closedError(const char* how) {
 
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& key,
-                         const std::string& groupName)
+                         const std::string& groupName, bool defaultGroup)
     : CoilBackend(store, rank, size, timeout, groupName,
-                  joinThroughStore(*store, rank, size, timeout, key, groupName)) {}
+                  joinThroughStore(*store, rank, size, timeout, key, groupName)) {
+  if (defaultGroup) job_ = JobConnectors::start(store, storeKey_);
+}
 
 CoilBackend::CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                          std::chrono::milliseconds timeout, const std::string& groupName,
@@ -92,6 +94,9 @@ void CoilBackend::shutdown() {
   failCollectedBatch("shut down");
   queue_->stop();  // what was queued still runs
   p2p_->close(true);  // queued sends still go out
+  // The store's host (rank 0 when launched by hand or by mp.spawn) leaves
+  // after every connector of the job.
+  if (job_ && rank_ == 0) job_->waitForOthers(kConnectorsGrace);
   completions_->stop();
   coilCommDestroy(comm_.exchange(nullptr));
 }

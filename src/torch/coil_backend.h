@@ -20,6 +20,7 @@
 
 #include "coil.h"
 #include "coil_calls.h"
+#include "job_connectors.h"
 #include "p2p.h"
 #include "store_join.h"
 #include "work_queue.h"
@@ -32,10 +33,11 @@ class CoilBackend : public c10d::Backend {
   /// and puts it in `store` under `key`; the others wait for it there
   /// (store_join.h). Every wait in coil (init included) gives up after
   /// `timeout`. Throws c10::DistBackendError with coil's message when the
-  /// join fails.
+  /// join fails. The default group (`defaultGroup`) starts the job's
+  /// JobConnectors, and its rank 0 waits for them at shutdown.
   CoilBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
               std::chrono::milliseconds timeout, const std::string& key,
-              const std::string& groupName);
+              const std::string& groupName, bool defaultGroup);
   /// Adopts `comm`, a communicator of `size` ranks in which this is `rank`
   /// (split() makes it with coilCommSplit); `store` and `key` serve
   /// point-to-point and monitoredBarrier as above.
@@ -208,6 +210,9 @@ class CoilBackend : public c10d::Backend {
   // Before queue_: the worker hands completions to it, so it must outlive it.
   std::shared_ptr<CompletionPool> completions_ = std::make_shared<CompletionPool>();
   std::unique_ptr<PointToPoint> p2p_;
+  // The job's connectors, when this is the default group (rank 0 waits for
+  // them at shutdown); null otherwise.
+  std::shared_ptr<JobConnectors> job_;
   SideStreams sideStreams_;  // CUDA works' streams, one per device
   std::unique_ptr<WorkQueue> queue_;
 };

@@ -20,17 +20,21 @@ PYBIND11_MODULE(_coil_torch_ext, m) {
   py::class_<coil_torch::CoilBackend, c10d::Backend, c10::intrusive_ptr<coil_torch::CoilBackend>>(
       m, "CoilBackend")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                       int64_t timeoutMs, const std::string& key, const std::string& groupName) {
+                       int64_t timeoutMs, const std::string& key, const std::string& groupName,
+                       bool defaultGroup) {
              return c10::make_intrusive<coil_torch::CoilBackend>(
-                 store, rank, size, std::chrono::milliseconds(timeoutMs), key, groupName);
+                 store, rank, size, std::chrono::milliseconds(timeoutMs), key, groupName,
+                 defaultGroup);
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_ms"),
-           py::arg("key"), py::arg("group_name"),
+           py::arg("key"), py::arg("group_name"), py::arg("default_group") = false,
            // Joining waits on the store and on every rank: let other Python
            // threads run meanwhile.
            py::call_guard<py::gil_scoped_release>(),
            "Joins a coil communicator of `size` ranks through `store` (rank 0 puts the unique "
-           "id under `key`); every coil wait times out after `timeout_ms`.")
+           "id under `key`); every coil wait times out after `timeout_ms`. `default_group`: "
+           "the job's default group, whose rank 0 waits at shutdown for the job's p2p "
+           "connectors.")
       // torch's new_group, when the default group has a device_id and its
       // backend splits, calls this on the ranks left out of the new group
       // (NCCL's members split the parent). coil's members join through the

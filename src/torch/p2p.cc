@@ -12,9 +12,6 @@ namespace {
 
 // How long a shutdown waits for the goodbyes of peers (p2p_links.h).
 constexpr std::chrono::milliseconds kGoodbyeGrace{500};
-// How long a shutdown waits for the peers' connectors to stop, so that the
-// store's host does not leave first (p2p_connector.h).
-constexpr std::chrono::seconds kConnectorsGrace{3};
 
 std::string peerText(int peer) {
   return peer == kAnySource ? std::string("any rank") : c10::str("rank ", peer);
@@ -41,7 +38,8 @@ Connector* PointToPoint::connector() {
   // store connection. A peer's request made earlier waits in the store.
   if (!connector_ && size_ > 1)
     connector_ = std::make_unique<Connector>(
-        store_, prefix_, rank_, [this](int source, const coilUniqueId& id) { accept(source, id); });
+        store_, prefix_, rank_, JobConnectors::current(),
+        [this](int source, const coilUniqueId& id) { accept(source, id); });
   return connector_.get();
 }
 

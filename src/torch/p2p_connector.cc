@@ -21,8 +21,8 @@ const std::string kStop = "stop";
 }  // namespace
 
 Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank,
-                     OnRequest onRequest)
-    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank),
+                     std::shared_ptr<JobConnectors> job, OnRequest onRequest)
+    : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), job_(std::move(job)),
       onRequest_(std::move(onRequest)) {
   try {
     waitStore_ = store_->clone();
@@ -30,6 +30,7 @@ Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, 
     waitStore_ = store_;  // a store that cannot be cloned has no lock held across waits either
   }
   store_->add(prefix_ + "/connectors", 1);  // counted in while it runs (leave() counts it out)
+  if (job_) countedInJob_ = job_->countIn();
   thread_ = std::thread([this] { loop(); });
   pthread_setname_np(thread_.native_handle(), "coil-torch-conn");
 }
@@ -105,7 +106,9 @@ void Connector::stop(std::chrono::milliseconds waitForPeers) {
     }
   }
   if (thread_.joinable()) thread_.join();
-  if (!storeGone_.load()) leave(waitForPeers);
+  if (storeGone_.load()) return;
+  leave(waitForPeers);
+  if (countedInJob_) job_->countOut();  // last: the store's host may leave once all are out
 }
 
 void Connector::leave(std::chrono::milliseconds waitForPeers) {

@@ -19,8 +19,9 @@
 // short grace) until the count is zero, which the last one out marks under
 // "<prefix>/connectors-stopped". Ranks reaching destroy_process_group
 // within the grace of one another therefore leave quietly. A rank with no
-// connector (one that never sent or received) does not take part: it makes
-// no store call at shutdown, as before.
+// connector (one that never sent or received) makes no store call at
+// shutdown. Every connector is also counted in its job's JobConnectors, for
+// a store host that has no connector in the group (job_connectors.h).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -33,15 +34,21 @@
 #include <thread>
 
 #include "coil.h"
+#include "job_connectors.h"
 
 namespace coil_torch {
+
+/// How long a shutdown waits for the other connectors of a group, and the
+/// store's host for those of the job.
+inline constexpr std::chrono::seconds kConnectorsGrace{3};
 
 class Connector {
  public:
   using OnRequest = std::function<void(int source, const coilUniqueId& id)>;
-  /// Starts waiting for requests to `rank` under `prefix` in `store`.
+  /// Starts waiting for requests to `rank` under `prefix` in `store`, and
+  /// counts itself in `job` (may be null).
   Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank,
-            OnRequest onRequest);
+            std::shared_ptr<JobConnectors> job, OnRequest onRequest);
   /// As stop().
   ~Connector();
   Connector(const Connector&) = delete;
@@ -67,6 +74,8 @@ class Connector {
   c10::intrusive_ptr<c10d::Store> waitStore_;
   const std::string prefix_;
   const int rank_;
+  const std::shared_ptr<JobConnectors> job_;
+  bool countedInJob_ = false;
   const OnRequest onRequest_;
   std::mutex requestMutex_;  // the store's calls from several SendLinks
   std::atomic<bool> stopping_{false};

@@ -30,6 +30,9 @@
               the end at slightly different times. Rank 0 hosts the store;
               no rank may print anything (torch logs a stack trace when a
               connector's wait loses the store because rank 0 has gone).
+              Twice more with rank 0 in no part of the point-to-point: only
+              ranks 1 and 2 exchange, once in the default group and once in
+              a new_group([1, 2]) (as a pipeline group without rank 0).
 """
 import datetime
 import glob
@@ -236,9 +239,17 @@ def late_destroy_rank(rank, port):
 STAGGERED_WORLD = 3
 
 
-def staggered_destroy_rank(rank, port):
-    """One rank of the staggered-destroy check (this script with
-    --staggered-destroy RANK PORT)."""
+# How the ranks of a staggered-destroy check use point-to-point.
+STAGGERED_MODES = {
+    "--staggered-destroy": "ring",            # all, in a ring
+    "--staggered-destroy-bystander": "pair",  # ranks 1 and 2 only; rank 0 never
+    "--staggered-destroy-subgroup": "group",  # ranks 1 and 2 in a group without rank 0
+}
+
+
+def staggered_destroy_rank(rank, port, mode):
+    """One rank of a staggered-destroy check (this script with one of
+    STAGGERED_MODES, RANK PORT). Rank 0 hosts the store."""
     init_env(rank, STAGGERED_WORLD, port)
     import torch
     import torch.distributed as dist
@@ -247,12 +258,18 @@ def staggered_destroy_rank(rank, port):
 
     world = STAGGERED_WORLD
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=30))
-    got = torch.zeros(100)
-    works = [dist.isend(torch.full((100,), float(rank)), (rank + 1) % world),
-             dist.irecv(got, (rank - 1) % world)]
-    for w in works:
-        w.wait()
-    assert bool((got == float((rank - 1) % world)).all()), got[:4]
+    group = dist.new_group([1, 2]) if mode == "group" else None
+    if mode == "ring":
+        to, source = (rank + 1) % world, (rank - 1) % world
+    else:
+        to = source = {0: None, 1: 2, 2: 1}[rank]
+    if to is not None:
+        got = torch.zeros(100)
+        works = [dist.isend(torch.full((100,), float(rank)), to, group=group),
+                 dist.irecv(got, source, group=group)]
+        for w in works:
+            w.wait()
+        assert bool((got == float(source)).all()), got[:4]
     dist.barrier()
     time.sleep(0.4 * rank)
     dist.destroy_process_group()
@@ -276,10 +293,10 @@ def launch_by_hand(mode, world):
     return results
 
 
-def staggered_destroy():
+def staggered_destroy(mode):
     """Runs the ranks; returns the reports of what went wrong."""
     reports = []
-    for rank, code, out in launch_by_hand("--staggered-destroy", STAGGERED_WORLD):
+    for rank, code, out in launch_by_hand(mode, STAGGERED_WORLD):
         if code != 0:
             reports.append((rank, f"exit {code}:\n{out}"))
         elif out.strip():
@@ -310,13 +327,18 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--late-destroy":
         late_destroy_rank(int(sys.argv[2]), int(sys.argv[3]))
         return 0
-    if len(sys.argv) == 4 and sys.argv[1] == "--staggered-destroy":
-        staggered_destroy_rank(int(sys.argv[2]), int(sys.argv[3]))
+    if len(sys.argv) == 4 and sys.argv[1] in STAGGERED_MODES:
+        staggered_destroy_rank(int(sys.argv[2]), int(sys.argv[3]), STAGGERED_MODES[sys.argv[1]])
         return 0
     require_coil_torch()
     reports, passed = [], 0
     for name, check in (("late destroy after the store's host exited", late_destroy),
-                        ("staggered destroy, the store's host first", staggered_destroy)):
+                        ("staggered destroy, the store's host first",
+                         lambda: staggered_destroy("--staggered-destroy")),
+                        ("staggered destroy, the store's host without point-to-point",
+                         lambda: staggered_destroy("--staggered-destroy-bystander")),
+                        ("staggered destroy, point-to-point in a group without the store's host",
+                         lambda: staggered_destroy("--staggered-destroy-subgroup"))):
         got = check()
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1
