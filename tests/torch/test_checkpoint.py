@@ -16,8 +16,9 @@ different number of ranks.
   async save beside training: 3 ranks make a second coil group for the
       checkpoint and call dcp.async_save three times, each followed at once
       by 40 all_reduces on the default group (checked) while the save runs
-      on its thread; then each checkpoint loads back to the state it was
-      given, and a save on the default group (no group given) loads too.
+      on its thread (each save waits for the one before, as trainers do);
+      then each checkpoint loads back to the state it was given, and a save
+      on the default group (no group given) loads too.
 """
 import datetime
 import os
@@ -67,11 +68,11 @@ def full_state(torch, model, opt):
     return out
 
 
-def save_sharded(rank, world, port, ckpt, reference):
+def sharded_trainer(rank, world, port):
+    """Joins the coil default group; returns torch, an FSDP2 model sharded
+    over every rank and its Adam optimizer."""
     import torch
     import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     import coil_torch  # noqa: F401
@@ -80,7 +81,15 @@ def save_sharded(rank, world, port, ckpt, reference):
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
     model = mlp(torch)
     shard(torch, fully_shard, model, init_device_mesh("cpu", (world,)))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    return torch, model, torch.optim.Adam(model.parameters(), lr=0.01)
+
+
+def save_sharded(rank, world, port, ckpt, reference):
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    torch, model, opt = sharded_trainer(rank, world, port)
     for step in range(STEPS):
         train_step(torch, model, opt, step)
     model_sd, optim_sd = get_state_dict(model, opt)
@@ -92,19 +101,11 @@ def save_sharded(rank, world, port, ckpt, reference):
 
 
 def load_resharded(rank, world, port, ckpt, reference):
-    import torch
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    import coil_torch  # noqa: F401
 
-    init_env(rank, world, port)
-    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
-    model = mlp(torch)
-    shard(torch, fully_shard, model, init_device_mesh("cpu", (world,)))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    torch, model, opt = sharded_trainer(rank, world, port)
     train_step(torch, model, opt, 99)  # creates Adam's state, all of it overwritten below
     model_sd, optim_sd = get_state_dict(model, opt)
     state_dict = {"model": model_sd, "optim": optim_sd}
@@ -153,6 +154,11 @@ def async_beside_training(rank, world, port, root):
     for n in range(3):
         state = {"w": weights + n, "step": torch.tensor(n)}
         saved.append({k: v.clone() for k, v in state.items()})
+        if futures:
+            # One save at a time on a group, as trainers do: each save runs
+            # on a thread of its own, and two at once would interleave
+            # their collectives differently on different ranks.
+            futures[-1].result()
         futures.append(dcp.async_save({"s": state}, checkpoint_id=os.path.join(root, str(n)),
                                       process_group=checkpoint_group))
         for j in range(40):  # training goes on while the save runs
