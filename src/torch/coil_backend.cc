@@ -97,6 +97,7 @@ void CoilBackend::shutdown() {
   // The store's host (rank 0 when launched by hand or by mp.spawn) leaves
   // after every connector of the job.
   if (job_ && rank_ == 0) job_->waitForOthers(kConnectorsGrace);
+  JobConnectors::finish(std::exchange(job_, nullptr));
   completions_->stop();
   coilCommDestroy(comm_.exchange(nullptr));
 }
@@ -115,6 +116,7 @@ void CoilBackend::abort() {
   coilComm_t comm = comm_.exchange(nullptr);
   coilCommRevoke(comm);
   p2p_->close(false);
+  JobConnectors::finish(std::exchange(job_, nullptr));
   queue_->stop();
   completions_->stop();
   coilCommDestroy(comm);

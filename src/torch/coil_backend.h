@@ -211,7 +211,7 @@ class CoilBackend : public c10d::Backend {
   std::shared_ptr<CompletionPool> completions_ = std::make_shared<CompletionPool>();
   std::unique_ptr<PointToPoint> p2p_;
   // The job's connectors, when this is the default group (rank 0 waits for
-  // them at shutdown); null otherwise.
+  // them at shutdown); null otherwise, and after shutdown or abort.
   std::shared_ptr<JobConnectors> job_;
   SideStreams sideStreams_;  // CUDA works' streams, one per device
   std::unique_ptr<WorkQueue> queue_;

@@ -28,6 +28,12 @@ std::shared_ptr<JobConnectors> JobConnectors::current() {
   return currentJob;
 }
 
+void JobConnectors::finish(const std::shared_ptr<JobConnectors>& job) {
+  if (!job) return;
+  std::lock_guard<std::mutex> lock(currentJobMutex);
+  if (currentJob == job) currentJob.reset();
+}
+
 bool JobConnectors::countIn() {
   local_.fetch_add(1);
   try {

@@ -34,9 +34,12 @@ class JobConnectors {
   /// in `store`, and makes it current() for the groups that follow.
   static std::shared_ptr<JobConnectors> start(const c10::intrusive_ptr<c10d::Store>& store,
                                               const std::string& storeKey);
-  /// The registry of this process's latest default coil group; null when
-  /// the default group is not a coil one.
+  /// The registry of this process's default coil group; null when the
+  /// default group is not a coil one, or is shut down.
   static std::shared_ptr<JobConnectors> current();
+  /// At the default group's shutdown: current() no longer returns `job`, so
+  /// the store it holds is not kept past the group.
+  static void finish(const std::shared_ptr<JobConnectors>& job);
 
   /// Whether it was counted (false: the store did not answer).
   bool countIn();

@@ -30,7 +30,7 @@ Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, 
     waitStore_ = store_;  // a store that cannot be cloned has no lock held across waits either
   }
   store_->add(prefix_ + "/connectors", 1);  // counted in while it runs (leave() counts it out)
-  if (job_) countedInJob_ = job_->countIn();
+  if (job_ && !job_->countIn()) job_.reset();
   thread_ = std::thread([this] { loop(); });
   pthread_setname_np(thread_.native_handle(), "coil-torch-conn");
 }
@@ -108,7 +108,7 @@ void Connector::stop(std::chrono::milliseconds waitForPeers) {
   if (thread_.joinable()) thread_.join();
   if (storeGone_.load()) return;
   leave(waitForPeers);
-  if (countedInJob_) job_->countOut();  // last: the store's host may leave once all are out
+  if (job_) job_->countOut();  // last: the store's host may leave once all are out
 }
 
 void Connector::leave(std::chrono::milliseconds waitForPeers) {

@@ -74,8 +74,7 @@ class Connector {
   c10::intrusive_ptr<c10d::Store> waitStore_;
   const std::string prefix_;
   const int rank_;
-  const std::shared_ptr<JobConnectors> job_;
-  bool countedInJob_ = false;
+  std::shared_ptr<JobConnectors> job_;  // null unless counted in there
   const OnRequest onRequest_;
   std::mutex requestMutex_;  // the store's calls from several SendLinks
   std::atomic<bool> stopping_{false};
