@@ -205,9 +205,12 @@ class RendezvousRoot {
     for (const JoinedRank& j : joined_)
       wire::putAddress(table.data() + static_cast<size_t>(j.hello.rank) * wire::kAddressBytes,
                        j.hello.listener);
-    for (JoinedRank& j : joined_) send(j, coilSuccess, table);
+    // Logged before the answers go out: once a rank has its table it may
+    // finish init, change the log settings (coilResetDebugInit) or exit, and
+    // a line from this detached thread must not land after that.
     COIL_INFO(kBoot, "rendezvous root ", address_, ": all ", nranks,
-              " ranks joined; address table sent");
+              " ranks joined; sending the address table");
+    for (JoinedRank& j : joined_) send(j, coilSuccess, table);
   }
 
   void answerTimeout(int nranks) {
