@@ -6,6 +6,8 @@ here, from what every rank contributed). Covered (issue #13):
   - a future's .then() callback that issues a collective and waits for it
     (PowerSGD's pattern), and DDP training with the PowerSGD comm hook, whose
     parameters must match gloo's;
+  - DDP and ZeroRedundancyOptimizer (Adam) under Join with uneven inputs,
+    against one process that steps as torch's join hooks do;
   - all_gather_coalesced, with tensors of several dtypes and shapes;
   - all_reduce of sparse COO tensors (sum), of different nnz per rank, one
     rank with none, and with a dense part (hybrid);
@@ -126,6 +128,68 @@ def worker(rank, world, port):
     except Exception:  # noqa: BLE001
         failures.append(f"DDP + PowerSGD hook: raised\n{traceback.format_exc()}")
     dist.barrier(group=gloo)
+
+    # ---- DDP and ZeroRedundancyOptimizer under Join, uneven inputs ---------------
+    # Rank r trains 3 + 2r steps. Join shadows a finished rank's all_reduces
+    # (zeros), and its ZeRO hook still steps the shard that rank owns, with
+    # the gradient it last had, and broadcasts it. The reference is one
+    # process doing that: Adam per parameter, on the sum of the active ranks'
+    # gradients over the world size (DDP's divide_by_initial_world_size).
+    def join_model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(7, 13), torch.nn.ReLU(), torch.nn.Linear(13, 3))
+
+    def join_batch(r, step):
+        return torch.randn(4, 7, generator=torch.Generator().manual_seed(1000 * r + step))
+
+    def join_steps(r):
+        return 3 + 2 * r
+
+    def joined_reference(owners):
+        model = join_model()
+        params = list(model.parameters())
+        adams = [torch.optim.Adam([p], lr=0.01) for p in params]
+        last = [None] * len(params)
+        for step in range(join_steps(world - 1)):
+            grads = [torch.zeros_like(p) for p in params]
+            for r in range(world):
+                if step < join_steps(r):
+                    model.zero_grad()
+                    model(join_batch(r, step)).pow(2).mean().backward()
+                    grads = [g + p.grad for g, p in zip(grads, params)]
+            for i, p in enumerate(params):
+                if step < join_steps(owners[i]):
+                    last[i] = grads[i] / world
+                p.grad = last[i]
+                adams[i].step()
+        return params
+
+    def joined_zero_params(name, group):
+        from torch.distributed.algorithms.join import Join
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        ddp = DDP(join_model(), process_group=group)
+        zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam,
+                                       lr=0.01, process_group=group)
+        with Join([ddp, zero]):
+            for step in range(join_steps(rank)):
+                zero.zero_grad()
+                ddp(join_batch(rank, step)).pow(2).mean().backward()
+                zero.step()
+        zero.consolidate_state_dict(to=0)
+        got = [p.detach().clone() for p in ddp.parameters()]
+        owners = [zero._param_to_rank[p] for p in ddp.parameters()]
+        check(name + " every rank owns a shard", sorted(set(owners)) == list(range(world)),
+              f"owners {owners}")
+        want = joined_reference(owners)
+        worst = max((a - b).abs().max().item() for a, b in zip(got, want))
+        check(name + " matches the one-process reference", worst < 1e-5, f"max difference {worst}")
+        if rank == 0:
+            state = zero.state_dict()["state"]
+            check(name + " consolidated state", len(state) == len(got),
+                  f"{len(state)} states for {len(got)} parameters")
+    case("DDP + ZeroRedundancyOptimizer under Join", joined_zero_params)
 
     # ---- all_gather_coalesced -----------------------------------------------------
     # (torch refuses a list of mixed dtypes before the backend sees it.)

@@ -15,6 +15,9 @@
               [1] (ranks in the list's order, a collective queued before the
               split, collectives and isend/irecv in the child), a split of
               the child, and one that leaves ranks out (NON_GROUP_MEMBER).
+  init methods: 3 ranks without torchrun's variables; init_method tcp://
+              and file://, and a FileStore as store=: an all_reduce, a
+              new_group, a send/recv and a barrier after each.
   late destroy: 2 ranks launched by hand (rank 0 hosts the store, as under
               mp.spawn); rank 0 sends to rank 1, destroys its group
               (waiting the 3 s grace for rank 1's connector, in vain) and
@@ -122,6 +125,48 @@ def subgroups(rank, world, port):
         dist.broadcast(t, group_src=1, group=a)  # group rank 1 is global rank 2
         assert t.item() == 2.0, t
     dist.destroy_process_group()
+
+
+def init_methods(rank, world, port):
+    """init_process_group as launches without torchrun's environment do it:
+    init_method tcp:// and file:// (a shared file system under Slurm), and a
+    FileStore passed as store=."""
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        os.environ.pop(var, None)
+    timeout = datetime.timedelta(seconds=30)
+    base = f"/tmp/coil-test-init-methods-{port}"
+    ways = (("tcp://", dict(init_method=f"tcp://127.0.0.1:{port}")),
+            ("file://", dict(init_method=f"file://{base}-a")),
+            ("FileStore", dict(store=dist.FileStore(f"{base}-b", world))))
+    for name, how in ways:
+        dist.init_process_group("coil", rank=rank, world_size=world, timeout=timeout, **how)
+        x = torch.full((1001,), float(rank + 1))
+        dist.all_reduce(x)
+        assert x[0].item() == world * (world + 1) / 2 and x[-1].item() == x[0].item(), (name, x)
+        pair = dist.new_group([0, 2])
+        if rank in (0, 2):
+            y = torch.full((7,), float(rank))
+            dist.all_reduce(y, group=pair, op=dist.ReduceOp.MAX)
+            assert y.sum().item() == 14, (name, y)
+        t = torch.full((5,), float(rank))
+        if rank == 0:
+            dist.send(t, 1)
+        elif rank == 1:
+            dist.recv(t, 0)
+            assert t.sum().item() == 0, (name, t)
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank == 0:
+        for suffix in ("-a", "-b"):
+            try:
+                os.remove(base + suffix)
+            except FileNotFoundError:
+                pass
 
 
 def splits(rank, world, port):
@@ -344,7 +389,8 @@ def main():
         passed += 0 if got else 1
         reports += got
     for name, fn, world in (("re-init without leaks", reinit, 2), ("sub-groups", subgroups, 3),
-                            ("split_group and new_group with a device_id", splits, 3)):
+                            ("split_group and new_group with a device_id", splits, 3),
+                            ("tcp://, file:// and a FileStore", init_methods, 3)):
         got = run_ranks(fn, world, timeout=120)
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1
