@@ -51,18 +51,22 @@ std::string mailboxName(uint64_t token, int rank) {
 
 // Sends this rank's descriptor to every other rank, while the caller
 // receives theirs (a send waits for its receipt, so one thread could not
-// do both in any order that suits every rank).
+// do both in any order that suits every rank). A failed send does not stop
+// the others: a peer left without this rank's message waits for it until
+// the deadline. Returns the first failure.
 std::string sendToEveryPeer(uint64_t token, const Communicator& c, int fd, const Deadline& deadline,
                             const std::atomic<bool>* abortFlag) {
-  try {
-    for (int peer = 0; peer < c.nranks(); ++peer)
-      if (peer != c.rank())
-        FdMailbox::send(mailboxName(token, peer), static_cast<uint64_t>(c.rank()),
-                        std::span<const int>(&fd, 1), deadline, abortFlag);
-    return {};
-  } catch (const Error& e) {
-    return e.what();
+  std::string first;
+  for (int peer = 0; peer < c.nranks(); ++peer) {
+    if (peer == c.rank()) continue;
+    try {
+      FdMailbox::send(mailboxName(token, peer), static_cast<uint64_t>(c.rank()),
+                      std::span<const int>(&fd, 1), deadline, abortFlag);
+    } catch (const Error& e) {
+      if (first.empty()) first = "to rank " + std::to_string(peer) + ": " + e.what();
+    }
   }
+  return first;
 }
 
 // COIL_PEER_IPC: how the windows are shared between processes.
