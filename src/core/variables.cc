@@ -119,6 +119,8 @@ constexpr Variable kVariables[] = {
     text(kDevelopment, "COIL_TEST_TRANSPORTS", "tests/harness: transports the rank tests run over"),
     integer(kDevelopment, "COIL_TEST_SHORT_TIMEOUT_MS", 1, INT32_MAX,
             "faults_test: TimeoutWhenAPeerNeverCalls's timeout (500 ms)"),
+    integer(kDevelopment, "COIL_TEST_FD_ROUNDS", 1, INT32_MAX,
+            "bootstrap_test: FdPassing's rounds of five processes (1000)"),
     integer(kDevelopment, "COIL_FAULT_TRIALS", 1, INT32_MAX, "kill_random_test: trials"),
     integer(kDevelopment, "COIL_FAULT_SEED", 0, INT32_MAX, "kill_random_test: first seed"),
     integer(kDevelopment, "COIL_PROGRAM_SEED", 0, INT32_MAX,

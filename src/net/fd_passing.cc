@@ -55,14 +55,16 @@ void waitSlice(int fd, short events, const Deadline& deadline, const std::atomic
 }
 
 // After recv saw the peer's close (0, or ECONNRESET, which reading
-// clears), one more non-blocking look: Linux's receive path for these
+// clears), one more non-blocking look. Linux's receive path for these
 // sockets checks the queue and then the shutdown without one lock over
 // both, so a message the peer sent just before closing can be reported as
 // the close first (14 of 1.2 million acknowledgements, five processes on
-// two cores: tests/bootstrap/fd_passing_test.cc). The close is visible now, so a message sent
-// before it is in the queue.
+// two cores: tests/bootstrap/fd_passing_test.cc). The close is visible
+// now, so a message sent before it is in the queue.
 ssize_t secondLook(int fd, char* byte) { return ::recv(fd, byte, 1, MSG_DONTWAIT); }
-ssize_t secondLook(int fd, msghdr* msg) { return ::recvmsg(fd, msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT); }
+ssize_t secondLook(int fd, msghdr* msg) {
+  return ::recvmsg(fd, msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+}
 
 }  // namespace
 

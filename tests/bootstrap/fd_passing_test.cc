@@ -216,7 +216,8 @@ TEST(FdPassing, EveryProcessSendsToEveryOtherRoundAfterRound) {
     std::atomic<int> opened{0};
     std::atomic<int> failures{0};
   };
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto* shared = new (mem) Shared;
   const std::string prefix = uniqueName("all");
@@ -234,8 +235,14 @@ TEST(FdPassing, EveryProcessSendsToEveryOtherRoundAfterRound) {
         try {
           FdMailbox box(nameOf(round, rank));
           shared->opened.fetch_add(1);
-          while (shared->opened.load() < kProcs * (round + 1)) usleep(50);
           const Deadline deadline = Deadline::after(10000);
+          while (shared->opened.load() < kProcs * (round + 1)) {
+            if (deadline.expired()) {  // a process is gone: no round can pass
+              std::fprintf(stderr, "round %d, process %d: the others did not come\n", round, rank);
+              _exit(3);
+            }
+            usleep(50);
+          }
           std::string sendFailure;
           std::thread sender([&] {
             const int fds[] = {mine.get()};
@@ -250,9 +257,9 @@ TEST(FdPassing, EveryProcessSendsToEveryOtherRoundAfterRound) {
           for (int peer = 0; peer < kProcs; ++peer)
             if (peer != rank) {
               const Error e = errorOf([&] {
-                if (contents(box.receive(static_cast<uint64_t>(peer), deadline).at(0).get()) !=
-                    "rank " + std::to_string(peer))
-                  fail(coilInternalError, "rank ", peer, "'s segment holds something else");
+                const std::vector<OwnedFd> got = box.receive(static_cast<uint64_t>(peer), deadline);
+                if (got.size() != 1 || contents(got[0].get()) != "rank " + std::to_string(peer))
+                  fail(coilInternalError, "rank ", peer, " sent something else");
               });
               if (e.code() != coilSuccess && failure.empty()) failure = e.what();
             }

@@ -138,6 +138,7 @@ def init_methods(rank, world, port):
 
     for var in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         os.environ.pop(var, None)
+    os.environ.setdefault("COIL_SOCKET_IFNAME", "lo")
     timeout = datetime.timedelta(seconds=30)
     base = f"/tmp/coil-test-init-methods-{port}"
     ways = (("tcp://", dict(init_method=f"tcp://127.0.0.1:{port}")),
