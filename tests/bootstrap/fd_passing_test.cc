@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "launch/forked_ranks.h"
 #include "launch/quiet_threads.h"
 
 namespace coil {
@@ -224,62 +225,57 @@ TEST(FdPassing, EveryProcessSendsToEveryOtherRoundAfterRound) {
   auto nameOf = [&](int round, int rank) {
     return prefix + "-" + std::to_string(round) + "-" + std::to_string(rank);
   };
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < kProcs; ++rank) {
-    const pid_t child = forkWhenQuiet();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      OwnedFd mine = segment("rank " + std::to_string(rank));
-      for (int round = 0; round < rounds; ++round) {
-        std::string failure;
-        try {
-          FdMailbox box(nameOf(round, rank));
-          shared->opened.fetch_add(1);
-          const Deadline deadline = Deadline::after(10000);
-          while (shared->opened.load() < kProcs * (round + 1)) {
-            if (deadline.expired()) {  // a process is gone: no round can pass
-              std::fprintf(stderr, "round %d, process %d: the others did not come\n", round, rank);
-              _exit(3);
-            }
-            usleep(50);
+  ForkedRanks forked(0, kProcs);
+  if (forked.isChild()) {
+    const int rank = forked.rank();
+    OwnedFd mine = segment("rank " + std::to_string(rank));
+    for (int round = 0; round < rounds; ++round) {
+      std::string failure;
+      try {
+        FdMailbox box(nameOf(round, rank));
+        shared->opened.fetch_add(1);
+        const Deadline deadline = Deadline::after(10000);
+        while (shared->opened.load() < kProcs * (round + 1)) {
+          if (deadline.expired()) {  // a process is gone: no round can pass
+            std::fprintf(stderr, "round %d, process %d: the others did not come\n", round, rank);
+            ForkedRanks::exitChild(3);
           }
-          std::string sendFailure;
-          std::thread sender([&] {
-            const int fds[] = {mine.get()};
-            for (int peer = 0; peer < kProcs; ++peer)
-              if (peer != rank) {
-                const Error e = errorOf([&] {
-                  FdMailbox::send(nameOf(round, peer), static_cast<uint64_t>(rank), fds, deadline);
-                });
-                if (e.code() != coilSuccess && sendFailure.empty()) sendFailure = e.what();
-              }
-          });
+          usleep(50);
+        }
+        std::string sendFailure;
+        std::thread sender([&] {
+          const int fds[] = {mine.get()};
           for (int peer = 0; peer < kProcs; ++peer)
             if (peer != rank) {
               const Error e = errorOf([&] {
-                const std::vector<OwnedFd> got = box.receive(static_cast<uint64_t>(peer), deadline);
-                if (got.size() != 1 || contents(got[0].get()) != "rank " + std::to_string(peer))
-                  fail(coilInternalError, "rank ", peer, " sent something else");
+                FdMailbox::send(nameOf(round, peer), static_cast<uint64_t>(rank), fds, deadline);
               });
-              if (e.code() != coilSuccess && failure.empty()) failure = e.what();
+              if (e.code() != coilSuccess && sendFailure.empty()) sendFailure = e.what();
             }
-          sender.join();
-          if (failure.empty()) failure = sendFailure;
-        } catch (const Error& e) {
-          failure = e.what();
-        }
-        if (!failure.empty() && shared->failures.fetch_add(1) == 0)
-          std::fprintf(stderr, "round %d, process %d: %s\n", round, rank, failure.c_str());
+        });
+        for (int peer = 0; peer < kProcs; ++peer)
+          if (peer != rank) {
+            const Error e = errorOf([&] {
+              const std::vector<OwnedFd> got = box.receive(static_cast<uint64_t>(peer), deadline);
+              if (got.size() != 1 || contents(got[0].get()) != "rank " + std::to_string(peer))
+                fail(coilInternalError, "rank ", peer, " sent something else");
+            });
+            if (e.code() != coilSuccess && failure.empty()) failure = e.what();
+          }
+        sender.join();
+        if (failure.empty()) failure = sendFailure;
+      } catch (const Error& e) {
+        failure = e.what();
       }
-      _exit(0);
+      if (!failure.empty() && shared->failures.fetch_add(1) == 0)
+        std::fprintf(stderr, "round %d, process %d: %s\n", round, rank, failure.c_str());
     }
-    children.push_back(child);
+    ForkedRanks::exitChild(0);
   }
-  for (const pid_t child : children) {
-    int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
-  }
+  forked.abandon();  // nothing to hand over
+  forked.reapAll(ForkedRanks::Clock::now() + std::chrono::minutes(5));
+  for (const ForkedRank& child : forked.children())
+    EXPECT_TRUE(child.succeeded()) << child.describe();
   EXPECT_EQ(shared->failures.load(), 0) << "of " << rounds * kProcs << " process-rounds";
   munmap(mem, sizeof(Shared));
 }
