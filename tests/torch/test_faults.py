@@ -3,6 +3,11 @@
   killed rank:  3 ranks; rank 2 is SIGKILLed after a first all_reduce; the
                 survivors' next all_reduce must raise before the 20 s
                 timeout given to init_process_group (coil notices the death).
+  killed rank with forked DataLoader workers: as above, but rank 2 first
+                starts a DataLoader with 2 forked workers, which inherit its
+                sockets and shared memory and outlive it for a few seconds;
+                the survivors' all_reduce must still raise before the
+                timeout, over shm and over tcp (COIL_TRANSPORT=tcp).
   killed point-to-point peer: 2 ranks exchange a message each way, then
                 rank 1 is SIGKILLed; rank 0's next recv from it and send to
                 it must raise before the 20 s timeout.
@@ -58,6 +63,43 @@ def killed_rank(rank, world, port):
     except RuntimeError as e:
         took = time.monotonic() - start
         say(f"rank {rank}: all_reduce with a dead peer raised after {took:.2f} s: {e}")
+        assert "coil" in str(e), f"error does not come from coil: {e}"
+        assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
+    else:
+        raise AssertionError("all_reduce with a killed peer did not raise")
+    dist.destroy_process_group()
+
+
+def killed_rank_with_workers(rank, world, port, transport):
+    """A trainer's DataLoader forks worker processes after the process group
+    exists: they hold copies of the rank's descriptors, so when the rank dies
+    its connections stay open until they notice and exit."""
+    init_env(rank, world, port)
+    os.environ["COIL_TRANSPORT"] = transport
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import coil_torch  # noqa: F401
+
+    timeout = 20.0
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=timeout))
+    x = torch.ones(1000)
+    dist.all_reduce(x)
+    assert x[0].item() == world, x[0].item()
+    if rank == 2:
+        loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=4, num_workers=2,
+                            multiprocessing_context="fork", persistent_workers=True)
+        next(iter(loader))  # the workers are running
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        say(f"rank {rank} ({transport}): all_reduce with a dead peer whose workers live on "
+            f"raised after {took:.2f} s: {str(e).splitlines()[0][:200]}")
         assert "coil" in str(e), f"error does not come from coil: {e}"
         assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
     else:
@@ -230,16 +272,19 @@ def debug_wrapper(rank, world, port):
 def main():
     require_coil_torch()
     reports, passed = [], 0
-    for name, fn, world, expect in (("killed rank", killed_rank, 3, {2: -signal.SIGKILL}),
-                                    ("killed point-to-point peer", killed_p2p_peer, 2,
-                                     {1: -signal.SIGKILL}),
-                                    ("timed-out collective", timed_out, 2, None),
-                                    ("abort", aborted, 2, None),
-                                    ("uneven all_gather, sizes disagreed",
-                                     disagreed_uneven_all_gather, 3, None),
-                                    ("debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
-                                     debug_wrapper, 3, None)):
-        got = run_ranks(fn, world, timeout=90, expect_exit=expect)
+    killed = {2: -signal.SIGKILL}
+    for name, fn, world, expect, args in (
+            ("killed rank", killed_rank, 3, killed, ()),
+            ("killed rank with forked DataLoader workers, shm", killed_rank_with_workers, 3,
+             killed, ("shm",)),
+            ("killed rank with forked DataLoader workers, tcp", killed_rank_with_workers, 3,
+             killed, ("tcp",)),
+            ("killed point-to-point peer", killed_p2p_peer, 2, {1: -signal.SIGKILL}, ()),
+            ("timed-out collective", timed_out, 2, None, ()),
+            ("abort", aborted, 2, None, ()),
+            ("uneven all_gather, sizes disagreed", disagreed_uneven_all_gather, 3, None, ()),
+            ("debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)", debug_wrapper, 3, None, ())):
+        got = run_ranks(fn, world, *args, timeout=90, expect_exit=expect)
         say(f"{name}: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1
         reports += got
