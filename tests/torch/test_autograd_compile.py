@@ -18,7 +18,7 @@ import datetime
 import os
 import sys
 
-from harness import init_env, run_worlds
+from harness import flat, init_env, relative_difference, run_worlds
 
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,3").split(",")
                     if int(w) >= 2)
@@ -138,12 +138,11 @@ def compiled_functional_collectives(torch, dist, rank, world):
     x = torch.arange(n, dtype=torch.float32) + rank
     graphs = []
     got = torch.compile(f, backend=inductor_counting(torch, graphs))(x)
-    traced = [str(n.target) for g in graphs for n in g.graph.nodes]
+    traced = [str(node.target) for g in graphs for node in g.graph.nodes]
     for name in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "wait_tensor"):
         assert any(name in t for t in traced), f"compiled graph has no {name}: {traced}"
-    # reduce_scatter of `world` copies of rows q = 0..world-1, each n long;
-    # rank r keeps elements [r*2, r*2+2) of the sum over ranks of the rows
-    # (every rank gathers the same rows), i.e. world * row-block.
+    # Every rank gathers the same rows (row q = 2 sum_x + q, n long), so the
+    # reduce-scatter sums `world` equal copies and rank r keeps row r.
     sum_x = sum(torch.arange(n, dtype=torch.float32) + q for q in range(world))
     rows = torch.cat([2 * sum_x + q for q in range(world)])
     want = 3 * world * rows[rank * n:(rank + 1) * n]
@@ -176,7 +175,7 @@ def compiled_ddp(torch, dist, rank, world):
         return MLP()
 
     model, alone = mlp(), mlp()
-    start = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
+    start = flat(torch, alone.parameters())
     # 1 MiB buckets (dynamo's smallest: its first bucket is 1 MiB) over 1.6 MiB
     # of parameters: DDPOptimizer splits the graph in two.
     graphs = []
@@ -198,12 +197,12 @@ def compiled_ddp(torch, dist, rank, world):
                                          target[q * rows:(q + 1) * rows])
             for q in range(world)).div(world).backward()
         opt_alone.step()
-    assert len(graphs) == 2, f"compiled DDP: {len(graphs)} graphs compiled, expected 2 (one per bucket)"
-    got = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    want = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
-    moved = ((want - start).norm() / start.norm()).item()
+    assert len(graphs) == 2, \
+        f"compiled DDP: {len(graphs)} graphs compiled, expected 2 (one per bucket)"
+    want = flat(torch, alone.parameters())
+    moved = relative_difference(want, start)
     assert moved > 1e-3, f"training barely moved the weights ({moved:.2e}): vacuous"
-    rel = ((got - want).norm() / want.norm()).item()
+    rel = relative_difference(flat(torch, model.parameters()), want)
     assert rel < 1e-5, f"compiled DDP differs from one process by {rel:.2e} relative"
 
 
