@@ -330,7 +330,9 @@ static void releaseHandle(coilComm* comm) {
 coilResult_t coilCommDestroy(coilComm_t comm) {
   if (comm == nullptr) return coilSuccess;
   return guarded("coilCommDestroy", comm, [&] {
-    api::retire(comm);  // a second destroy, or a stale handle, stops here
+    // A second destroy, or a stale handle, throws here; a handle inherited
+    // through fork() is only forgotten.
+    if (!api::retire(comm)) return;
     if (comm->initThread.joinable()) comm->abortFlag.store(true);  // stop a pending init
     releaseHandle(comm);
   });
@@ -339,7 +341,7 @@ coilResult_t coilCommDestroy(coilComm_t comm) {
 coilResult_t coilCommAbort(coilComm_t comm) {
   if (comm == nullptr) return coilSuccess;
   return guarded("coilCommAbort", comm, [&] {
-    api::retire(comm);
+    if (!api::retire(comm)) return;  // inherited through fork(): the parent's to abort
     comm->abortFlag.store(true);
     if (comm->initState.load() == coilSuccess) comm->impl->closeAll();
     releaseHandle(comm);

@@ -1,5 +1,8 @@
 #include "api/handle_registry.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <deque>
 #include <shared_mutex>
@@ -11,7 +14,10 @@
 namespace coil::api {
 namespace {
 
-enum class Life { Live, Retired, Buried };
+// Inherited: live in the process that forked this one, which took the
+// handle's memory along but none of its threads or connections. Forgotten:
+// such a handle the child destroyed (nothing of it could be freed there).
+enum class Life { Live, Retired, Buried, Inherited, Forgotten };
 
 // Destroyed shells kept before their memory goes back to the allocator:
 // about 100 KiB at most, and a stale handle among the last this many
@@ -24,10 +30,15 @@ struct Registry {
   std::deque<coilComm*> buried;  // oldest first
 };
 
+Registry* gRegistry = nullptr;
+void markInheritedInChild() noexcept;
+
 Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;  // never destroyed: handles may outlive static destruction
     guardAcrossFork(reg->mutex);
+    gRegistry = reg;
+    pthread_atfork(nullptr, nullptr, markInheritedInChild);
     return reg;
   }();
   return *r;
@@ -45,7 +56,24 @@ struct LastLive {
 };
 thread_local LastLive tLastLive;
 
-[[noreturn]] void rejectStale(const coilComm* comm, bool known) {
+// In a forked child, single-threaded, the fork guard having held the
+// registry's lock across the fork: every live handle is its parent's now.
+// Values change in place (no allocation); the bump makes every cached
+// "still live" in enter() ask again.
+void markInheritedInChild() noexcept {
+  for (auto& [comm, life] : gRegistry->handles)
+    if (life == Life::Live) life = Life::Inherited;
+  gRetirements.fetch_add(1);
+}
+
+[[noreturn]] void rejectStale(const coilComm* comm, bool known, Life life) {
+  if (life == Life::Inherited)
+    fail(coilInvalidUsage, "communicator ", static_cast<const void*>(comm),
+         " was made by process ", comm->ownerPid, ", and this process (pid ", ::getpid(),
+         ") is a fork() child of it: the child inherited the handle but none of coil's threads "
+         "or connections, so it cannot take part (over shared memory it would take its "
+         "parent's place in the queues); make a new communicator in the child, or use "
+         "this one in the parent only");
   if (known)
     fail(coilInvalidArgument, "communicator ", static_cast<const void*>(comm),
          " was destroyed (coilCommDestroy or coilCommAbort); this handle is stale");
@@ -76,7 +104,8 @@ void enter(coilComm* comm) {
   Registry& r = registry();
   std::shared_lock lock(r.mutex);
   auto it = r.handles.find(comm);
-  if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
+  if (it == r.handles.end() || it->second != Life::Live)
+    rejectStale(comm, it != r.handles.end(), it != r.handles.end() ? it->second : Life::Buried);
   // Counted under the lock: once retire() has run, no call gets in.
   comm->inflight.fetch_add(1);
   // retire() takes the lock exclusively: no retirement is under way.
@@ -85,13 +114,20 @@ void enter(coilComm* comm) {
 
 void leave(coilComm* comm) noexcept { comm->inflight.fetch_sub(1); }
 
-void retire(coilComm* comm) {
+bool retire(coilComm* comm) {
   Registry& r = registry();
   std::unique_lock lock(r.mutex);
   auto it = r.handles.find(comm);
-  if (it == r.handles.end() || it->second != Life::Live) rejectStale(comm, it != r.handles.end());
+  if (it != r.handles.end() && it->second == Life::Inherited) {
+    it->second = Life::Forgotten;
+    gRetirements.fetch_add(1);
+    return false;
+  }
+  if (it == r.handles.end() || it->second != Life::Live)
+    rejectStale(comm, it != r.handles.end(), it != r.handles.end() ? it->second : Life::Buried);
   it->second = Life::Retired;
   gRetirements.fetch_add(1);
+  return true;
 }
 
 void bury(coilComm* comm) noexcept {

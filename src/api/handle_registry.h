@@ -21,14 +21,19 @@ void registerHandle(coilComm* comm);
 
 /// Counts a call in flight on `comm` if it is live; throws
 /// coilInvalidArgument ("communicator was destroyed" / "not a live
-/// communicator") otherwise. Pair with leave().
+/// communicator") otherwise, and coilInvalidUsage for a handle this process
+/// inherited through fork() (its threads and connections are the
+/// parent's). Pair with leave().
 void enter(coilComm* comm);
 void leave(coilComm* comm) noexcept;
 
 /// Ends `comm`'s life: no new call can enter it. Throws like enter() when
-/// it is not live (a double destroy). The caller then waits for the calls
-/// inside and buries it.
-void retire(coilComm* comm);
+/// it is not live (a double destroy). True: the caller then waits for the
+/// calls inside and buries it. False for a handle inherited through
+/// fork(): it is forgotten here and nothing more may be done with it (its
+/// teardown would join threads and close connections that are the
+/// parent's); its memory stays, a copy the child cannot free.
+bool retire(coilComm* comm);
 
 /// Frees the communicator behind a retired handle whose calls have all
 /// left, and keeps the shell in quarantine.

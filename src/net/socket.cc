@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "net/socket_registry.h"
 
 namespace coil {
 namespace {
@@ -211,6 +212,8 @@ void SocketAddress::setPort(uint16_t port) {
 
 // ------------------------------------------------------------------ sockets
 
+Socket::Socket(int fd) : fd_(fd) { listSocket(fd_); }
+
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     reset();
@@ -223,7 +226,7 @@ Socket& Socket::operator=(Socket&& o) noexcept {
 Socket::~Socket() { reset(); }
 
 void Socket::reset() {
-  if (fd_ >= 0) ::close(fd_);
+  closeListedSocket(fd_);
   fd_ = -1;
 }
 

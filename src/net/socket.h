@@ -43,7 +43,8 @@ struct SocketAddress {
 class Socket {
  public:
   Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
+  /// Takes `fd` (may be -1) and lists it for fork (socket_registry.h).
+  explicit Socket(int fd);
   Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   Socket& operator=(Socket&& o) noexcept;
   ~Socket();

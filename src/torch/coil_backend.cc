@@ -87,7 +87,21 @@ void CoilBackend::failCollectedBatch(const char* how) {
   batchCuda_ = nullptr;
 }
 
+void CoilBackend::forsakeInForkedChild() {
+  // The lock may have been held by a parent's thread at the fork: not taken.
+  if (closed_) return;
+  closed_ = true;
+  batch_.clear();
+  // Each owns a thread of the parent's; destroying one would join it.
+  (void)queue_.release();
+  (void)p2p_.release();
+  new std::shared_ptr<CompletionPool>(std::move(completions_));
+  new std::shared_ptr<JobConnectors>(std::move(job_));
+  coilCommDestroy(comm_.exchange(nullptr));  // in a forked child: only forgets the handle
+}
+
 void CoilBackend::shutdown() {
+  if (inForkedChild()) return forsakeInForkedChild();
   std::lock_guard<std::mutex> lock(lifecycleMutex_);
   if (closed_) return;
   closed_ = true;
@@ -103,6 +117,7 @@ void CoilBackend::shutdown() {
 }
 
 void CoilBackend::abort() {
+  if (inForkedChild()) return forsakeInForkedChild();
   std::lock_guard<std::mutex> lock(lifecycleMutex_);
   if (closed_) return;
   closed_ = true;
@@ -123,6 +138,11 @@ void CoilBackend::abort() {
 }
 
 CommRef CoilBackend::commRef() const {
+  TORCH_CHECK(!inForkedChild(), "coil backend: this process (pid ", ::getpid(),
+              ") is a fork() child of the process that made the process group (pid ",
+              ownerPid_, "): it inherited the group but none of its threads or connections, "
+              "so it cannot run collectives or point-to-point operations on it; make a new "
+              "process group in the child (or run these calls in the parent)");
   coilComm_t c = comm_.load();
   TORCH_CHECK(c != nullptr, "coil backend: the process group has been shut down or aborted");
   return CommRef(c, aborting_);

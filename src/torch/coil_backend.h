@@ -7,6 +7,8 @@
 // work's Future, like gloo's.
 #pragma once
 
+#include <unistd.h>
+
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -183,8 +185,16 @@ class CoilBackend : public c10d::Backend {
   /// the call), as cuda_p2p.h describes.
   c10::intrusive_ptr<CoilWork> newPointToPointWork(c10d::OpType type, const at::Tensor& tensor);
   /// The communicator for a work body, or a c10::Error once shut down /
-  /// aborted.
+  /// aborted, or in a process forked from the one that made the group.
   CommRef commRef() const;
+  /// True in a child forked after this backend was made (a data-loader
+  /// worker): it has the backend's memory but none of its threads, so it
+  /// may neither run work (nothing would ever run it) nor tear the backend
+  /// down (joining the parent's threads would wait forever).
+  bool inForkedChild() const { return ::getpid() != ownerPid_; }
+  /// shutdown() and abort() in such a child: lets go of every part that
+  /// owns a parent's thread, without touching it.
+  void forsakeInForkedChild();
   /// Completes the members of an open coalesced batch with an error saying
   /// the group was `how` ("shut down", "aborted"), and empties it.
   void failCollectedBatch(const char* how);
@@ -205,6 +215,7 @@ class CoilBackend : public c10d::Backend {
   std::vector<BatchEntry> batch_;
   std::shared_ptr<CudaOp> batchCuda_;  // the open batch's CUDA collectives', if any
 
+  const pid_t ownerPid_ = ::getpid();  // the process that made this backend
   std::mutex lifecycleMutex_;  // shutdown vs abort
   bool closed_ = false;
   // Before queue_: the worker hands completions to it, so it must outlive it.

@@ -2,6 +2,10 @@
 #include "net/socket.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -180,6 +184,49 @@ TEST(Socket, EofIsARemoteErrorNamingThePeer) {
     EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("1 of 2"), std::string::npos) << e.what();
   }
+}
+
+// A forked child lets go of coil's sockets (net/socket_registry.h): its
+// copy of the descriptor is /dev/null, so the parent's close still ends the
+// connection for the peer while the child lives on, and the child's
+// shutdown() cannot end the parent's connection.
+TEST(Socket, AForkedChildLetsGoOfTheConnection) {
+  auto [client, server] = connectedPair();
+  int toChild[2];
+  ASSERT_EQ(pipe(toChild), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    struct stat st {};
+    const bool devnull = fstat(client.fd(), &st) == 0 && S_ISCHR(st.st_mode);
+    client.shutdownBoth();  // must not reach the parent's connection
+    // Lives until the parent is done (or gone: EOF), 10 s at most.
+    close(toChild[1]);
+    pollfd until{toChild[0], POLLIN, 0};
+    poll(&until, 1, 10000);
+    _exit(devnull ? 0 : 1);
+  }
+  ASSERT_GT(child, 0);
+  // The child's shutdown did not end it: both directions still carry data.
+  usleep(50 * 1000);
+  uint8_t ping = 7, got = 0;
+  client.sendAll(&ping, 1, Deadline::after(5000));
+  server.recvAll(&got, 1, Deadline::after(5000));
+  EXPECT_EQ(got, 7);
+  server.sendAll(&ping, 1, Deadline::after(5000));
+  client.recvAll(&got, 1, Deadline::after(5000));
+  // With the child still alive, closing here is EOF for the peer at once.
+  client.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  uint8_t buf;
+  EXPECT_THROW(server.recvAll(&buf, 1, Deadline::after(5000), nullptr, "peer"), Error);
+  EXPECT_LT(secondsSince(t0), 1.0);
+  (void)!write(toChild[1], "x", 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's copy of the socket is not /dev/null";
+  close(toChild[0]);
+  close(toChild[1]);
 }
 
 TEST(Socket, SendingToAClosedPeerFailsWithoutSigpipe) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/run_ranks.h"
+#include "harness/wait_or_kill.h"
 #include "launch/quiet_threads.h"
 
 namespace coil::test {
@@ -246,9 +247,12 @@ INSTANTIATE_TEST_SUITE_P(Transports, Revoke, ::testing::ValuesIn(testedTransport
 
 // A rank process dies in the middle of a large all-reduce; every survivor
 // must get coilRemoteError within seconds (not the 60 s timeout).
-class PeerDeath : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
+// `forkedChildLives`: the dying rank first forks a child that outlives it,
+// as a trainer's data-loader workers or a checkpoint writer do. The child
+// inherits every descriptor, the sockets to the peers included; as long as
+// the child held them, no peer saw the connection close, and tcp's (and
+// ib's liveness socket's) survivors waited for their timeout.
+void peerDeath(const std::string& transport, bool forkedChildLives) {
   const int n = 3;
   // The ranks that returned from the first all-reduce, counted in memory the
   // forked ranks share. The dying rank waits for all of them: returning
@@ -260,7 +264,11 @@ TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(shared, MAP_FAILED);
   auto* returned = new (shared) std::atomic<int>(0);
-  runRanksRaw({n, Launch::Processes, GetParam()}, [&](const coilUniqueId& id, int rank) {
+  void* childShared = mmap(nullptr, sizeof(std::atomic<pid_t>), PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(childShared, MAP_FAILED);
+  auto* child = new (childShared) std::atomic<pid_t>(0);
+  runRanksRaw({n, Launch::Processes, transport}, [&](const coilUniqueId& id, int rank) {
     coilComm_t comm = initWithTimeout(id, n, rank, 60000);
     ASSERT_NE(comm, nullptr);
     const size_t count = size_t{1} << 24;
@@ -273,6 +281,17 @@ TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
       while (returned->load() < n && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ASSERT_EQ(returned->load(), n) << "the other ranks did not return from the first all-reduce";
+      if (forkedChildLives) {
+        const pid_t pid = forkWhenQuiet();
+        if (pid == 0) {
+          // Only sleeps (coil's threads are not here): 30 s at most, ended
+          // by the test long before.
+          for (int i = 0; i < 300; ++i) usleep(100 * 1000);
+          _exit(0);
+        }
+        ASSERT_GT(pid, 0);
+        child->store(pid);
+      }
       std::thread killer([] {
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         _exit(0);  // like a crash: no cleanup, no goodbye
@@ -296,10 +315,71 @@ TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) {
     EXPECT_EQ(async, coilRemoteError);
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
   });
+  if (const pid_t pid = child->load(); pid > 0) kill(pid, SIGKILL);  // reparented: not ours to reap
   munmap(shared, sizeof(std::atomic<int>));
+  munmap(childShared, sizeof(std::atomic<pid_t>));
+}
+
+class PeerDeath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptly) { peerDeath(GetParam(), false); }
+
+TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptlyWhileItsForkedChildLives) {
+  peerDeath(GetParam(), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::ValuesIn(testedTransports()));
+
+// A rank forks a child after init (a data-loader worker, a helper). The
+// child inherits the communicator's handle but none of coil's threads, and
+// over shm the very queues its parent uses. A call on the handle in the
+// child must be refused with a message naming the fork, not run; and
+// destroying the handle there must neither hang nor touch the parent's
+// communicator, which goes on with the right values.
+class ForkedChild : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForkedChild, IsRefusedItsParentsCommunicatorAndLeavesItWhole) {
+  runRanks({2, Launch::Processes, GetParam()}, [](coilComm_t comm, int rank) {
+    const size_t count = 4099;
+    std::vector<float> x(count, static_cast<float>(rank + 1)), y(count, 0.0f);
+    ASSERT_EQ(coilAllReduce(x.data(), y.data(), count, coilFloat, coilSum, comm, nullptr),
+              coilSuccess)
+        << coilGetLastError(comm);
+    if (rank == 0) {
+      std::fflush(nullptr);
+      // Once coil's threads sleep: the child allocates (its error message),
+      // and a sanitizer's allocator lock held at the fork would stay held.
+      const pid_t pid = forkWhenQuiet();
+      if (pid == 0) {
+        const auto t0 = Clock::now();
+        if (coilAllReduce(x.data(), y.data(), count, coilFloat, coilSum, comm, nullptr) !=
+            coilInvalidUsage)
+          _exit(2);
+        const std::string why = coilGetLastError(comm);
+        if (why.find("fork") == std::string::npos) {
+          std::fprintf(stderr, "child: the message does not name the fork: %s\n", why.c_str());
+          _exit(3);
+        }
+        if (coilCommDestroy(comm) != coilSuccess) _exit(4);
+        _exit(secondsSince(t0) < 5.0 ? 0 : 5);
+      }
+      ASSERT_GT(pid, 0);
+      EXPECT_EQ(waitOrKill(pid, Clock::now() + std::chrono::seconds(30)), 0)
+          << "the forked child (2: its call was not refused with coilInvalidUsage, 3: the "
+             "message does not say why, 4: its destroy failed, 5: it took 5 s or more, "
+             "-1: it hung)";
+    }
+    for (int call = 0; call < 3; ++call) {
+      std::fill(y.begin(), y.end(), 0.0f);
+      ASSERT_EQ(coilAllReduce(x.data(), y.data(), count, coilFloat, coilSum, comm, nullptr),
+                coilSuccess)
+          << coilGetLastError(comm);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(y[i], 3.0f) << "element " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ForkedChild, ::testing::ValuesIn(testedTransports()));
 
 // A crashed rank whose parent has not reaped it yet (a zombie) still has a
 // pid; the survivors must see it as dead anyway.

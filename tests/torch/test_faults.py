@@ -5,9 +5,18 @@
                 timeout given to init_process_group (coil notices the death).
   killed rank with forked DataLoader workers: as above, but rank 2 first
                 starts a DataLoader with 2 forked workers, which inherit its
-                sockets and shared memory and outlive it for a few seconds;
-                the survivors' all_reduce must still raise before the
-                timeout, over shm and over tcp (COIL_TRANSPORT=tcp).
+                sockets and shared memory and outlive it by about 5 s (until
+                their watchdog notices); the survivors' all_reduce must
+                still raise within 3 s, over shm and over tcp
+                (COIL_TRANSPORT=tcp): a forked child lets go of coil's
+                sockets (src/net/socket_registry.h), so the workers do not
+                keep the dead rank's connections open.
+  forked child: 2 ranks; rank 0 forks a child after init (as a DataLoader
+                forks its workers), which calls all_reduce and send on the
+                inherited group: both must raise at once, naming the fork
+                (on gloo the child's call had not returned after 10 s); then the child
+                destroys the group, which must neither hang nor touch the
+                parent's; the parents' next all_reduce gives the right sum.
   killed point-to-point peer: 2 ranks exchange a message each way, then
                 rank 1 is SIGKILLed; rank 0's next recv from it and send to
                 it must raise before the 20 s timeout.
@@ -46,8 +55,8 @@ def killed_rank(rank, world, port, transport, with_workers):
     """Rank 2 dies; the survivors' next all_reduce must fail before the
     timeout. with_workers: rank 2 first starts a DataLoader with forked
     workers, as trainers do after the process group exists; they hold
-    copies of its descriptors, so its connections stay open until they
-    notice the death and exit."""
+    copies of its descriptors but let go of coil's sockets, so the
+    survivors must see the death long before the workers exit."""
     init_env(rank, world, port)
     if transport:
         os.environ["COIL_TRANSPORT"] = transport
@@ -79,8 +88,61 @@ def killed_rank(rank, world, port, transport, with_workers):
             f"raised after {took:.2f} s: {str(e).splitlines()[0][:200]}")
         assert "coil" in str(e), f"error does not come from coil: {e}"
         assert took < timeout, f"raised only after {took:.1f} s (timeout {timeout} s)"
+        # The workers live about 5 s after rank 2: a connection they kept
+        # open would take that long (4.7 s over tcp before the fix).
+        assert not with_workers or took < 3.0, \
+            f"raised only after {took:.1f} s: the workers kept the dead rank's connections open"
     else:
         raise AssertionError("all_reduce with a killed peer did not raise")
+    dist.destroy_process_group()
+
+
+def forked_child(rank, world, port):
+    init_env(rank, world, port)
+    import torch
+    import torch.distributed as dist
+
+    import coil_torch  # noqa: F401
+
+    dist.init_process_group("coil", timeout=datetime.timedelta(seconds=20))
+    x = torch.ones(1000)
+    dist.all_reduce(x)
+    if rank == 0:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            for what, call in (("all_reduce", lambda: dist.all_reduce(torch.ones(8))),
+                               ("send", lambda: dist.send(torch.ones(8), 1))):
+                start = time.monotonic()
+                try:
+                    call()
+                    print(f"forked child: {what} on the parent's group did not raise",
+                          flush=True)
+                    code = 2
+                except RuntimeError as e:
+                    took = time.monotonic() - start
+                    if "fork" not in str(e) or took > 2.0:
+                        print(f"forked child: {what} raised after {took:.1f} s: {e}", flush=True)
+                        code = 3
+            dist.destroy_process_group()  # must not join the parent's threads
+            os._exit(code)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung (its call or its destroy)")
+        assert os.waitstatus_to_exitcode(status) == 0, \
+            f"forked child exited with {os.waitstatus_to_exitcode(status)} (see its lines)"
+        say("rank 0: the forked child's calls on the parent's group raised at once")
+    for _ in range(3):
+        y = torch.full((1000,), float(rank + 1))
+        dist.all_reduce(y)
+        assert torch.equal(y, torch.full((1000,), 3.0)), y[:4]
     dist.destroy_process_group()
 
 
@@ -256,13 +318,15 @@ def main():
              ("shm", True)),
             ("killed rank with forked DataLoader workers, tcp", killed_rank, 3, killed,
              ("tcp", True)),
+            ("forked child", forked_child, 2, None, ()),
             ("killed point-to-point peer", killed_p2p_peer, 2, {1: -signal.SIGKILL}, ()),
             ("timed-out collective", timed_out, 2, None, ()),
             ("abort", aborted, 2, None, ()),
             ("uneven all_gather, sizes disagreed", disagreed_uneven_all_gather, 3, None, ()),
             ("debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)", debug_wrapper, 3, None, ())):
+        start = time.monotonic()
         got = run_ranks(fn, world, *args, timeout=90, expect_exit=expect)
-        say(f"{name}: {'ok' if not got else 'FAILED'}")
+        say(f"{name}: {'ok' if not got else 'FAILED'} ({time.monotonic() - start:.0f} s)")
         passed += 0 if got else 1
         reports += got
     finish("test_faults", reports, passed)
