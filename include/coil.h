@@ -234,6 +234,12 @@ coilResult_t coilCommFinalize(coilComm_t comm);
 /// main) coil waits up to 2 s for such data of every live communicator to
 /// leave; _exit(), a fatal signal or Python's os._exit() skip that wait, and
 /// the peers then fail with coilRemoteError.
+///
+/// fork(): a child forked after init inherits the handle but none of
+/// coil's threads or connections. Every call on it there returns
+/// coilInvalidUsage, naming the fork; coilCommDestroy and coilCommAbort of
+/// it there only forget it and return coilSuccess, leaving the parent's
+/// communicator whole. Make a new communicator in the child instead.
 coilResult_t coilCommDestroy(coilComm_t comm);
 
 /// Marks the communicator failed and frees it. Safe to call from another
