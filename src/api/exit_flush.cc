@@ -1,7 +1,6 @@
 #include "api/exit_flush.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <mutex>
 #include <string>
@@ -15,10 +14,10 @@ namespace {
 void flushAtExit() noexcept {
   try {
     const auto until = std::chrono::steady_clock::now() + kExitWait;
-    const pid_t self = ::getpid();
+    // Not the handles a forked child inherited: the registry holds those
+    // as inherited, not live (handle_registry.cc).
     forEachLive([&](coilComm* comm) {
-      if (comm->ownerPid != self || comm->initState.load() != coilSuccess || !comm->impl ||
-          comm->abortFlag.load())
+      if (comm->initState.load() != coilSuccess || !comm->impl || comm->abortFlag.load())
         return;
       const std::vector<int> left = comm->impl->waitUntilSent(until);
       if (left.empty()) return;

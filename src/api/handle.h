@@ -29,8 +29,8 @@ struct coilComm {
   int rank = -1;
   int nranks = 0;
   int device = -1;  // the current CUDA device at init; -1 without one
-  // The process that made it: a child forked later inherits the handle but
-  // none of its threads (api/exit_flush.h).
+  // The process that made it, for the message a forked child gets when it
+  // uses the handle (handle_registry.cc).
   pid_t ownerPid = ::getpid();
 
   // Calls on device buffers (device_calls.h); made at init where a CUDA

@@ -66,15 +66,16 @@ void markInheritedInChild() noexcept {
   gRetirements.fetch_add(1);
 }
 
-[[noreturn]] void rejectStale(const coilComm* comm, bool known, Life life) {
-  if (life == Life::Inherited)
+// `life`: the handle's entry, or null when the registry does not know it.
+[[noreturn]] void rejectStale(const coilComm* comm, const Life* life) {
+  if (life != nullptr && *life == Life::Inherited)
     fail(coilInvalidUsage, "communicator ", static_cast<const void*>(comm),
          " was made by process ", comm->ownerPid, ", and this process (pid ", ::getpid(),
          ") is a fork() child of it: the child inherited the handle but none of coil's threads "
          "or connections, so it cannot take part (over shared memory it would take its "
          "parent's place in the queues); make a new communicator in the child, or use "
          "this one in the parent only");
-  if (known)
+  if (life != nullptr)
     fail(coilInvalidArgument, "communicator ", static_cast<const void*>(comm),
          " was destroyed (coilCommDestroy or coilCommAbort); this handle is stale");
   fail(coilInvalidArgument, "comm ", static_cast<const void*>(comm),
@@ -105,7 +106,7 @@ void enter(coilComm* comm) {
   std::shared_lock lock(r.mutex);
   auto it = r.handles.find(comm);
   if (it == r.handles.end() || it->second != Life::Live)
-    rejectStale(comm, it != r.handles.end(), it != r.handles.end() ? it->second : Life::Buried);
+    rejectStale(comm, it == r.handles.end() ? nullptr : &it->second);
   // Counted under the lock: once retire() has run, no call gets in.
   comm->inflight.fetch_add(1);
   // retire() takes the lock exclusively: no retirement is under way.
@@ -124,7 +125,7 @@ bool retire(coilComm* comm) {
     return false;
   }
   if (it == r.handles.end() || it->second != Life::Live)
-    rejectStale(comm, it != r.handles.end(), it != r.handles.end() ? it->second : Life::Buried);
+    rejectStale(comm, it == r.handles.end() ? nullptr : &it->second);
   it->second = Life::Retired;
   gRetirements.fetch_add(1);
   return true;

@@ -14,9 +14,10 @@
   forked child: 2 ranks; rank 0 forks a child after init (as a DataLoader
                 forks its workers), which calls all_reduce and send on the
                 inherited group: both must raise at once, naming the fork
-                (on gloo the child's call had not returned after 10 s); then the child
-                destroys the group, which must neither hang nor touch the
-                parent's; the parents' next all_reduce gives the right sum.
+                (on gloo the child's call had not returned after 10 s);
+                then the child destroys the group, which must neither hang
+                nor touch the parent's; the parents' next all_reduce gives
+                the right sum.
   killed point-to-point peer: 2 ranks exchange a message each way, then
                 rank 1 is SIGKILLed; rank 0's next recv from it and send to
                 it must raise before the 20 s timeout.
