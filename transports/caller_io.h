@@ -1,9 +1,12 @@
-// CallerIo: an optional second path of a Connection, for small messages,
-// driven by the calling thread alone.
+// CallerIo: an optional second path of a Connection, driven by the calling
+// thread alone.
 //
 // A transport whose FIFOs are moved by a helper thread (tcp's proxy,
 // tcp_proxy.h) pays two thread wake-ups per message hop: the helper's, then
-// the waiting caller's. For a small collective that is most of its latency.
+// the waiting caller's. For a small collective that is most of its latency;
+// for a large one the slot copies on both sides are. The FIFO one-shot
+// (fifo_oneshot.h) and every FIFO program (caller_path_executor.h) run here
+// where every peer has such a path.
 // A connection that implements CallerIo also carries a separate message path
 // (for tcp: one more socket per peer) that no helper thread ever touches:
 // the caller sends, polls and sleeps on it directly, like a blocking socket

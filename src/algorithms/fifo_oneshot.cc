@@ -4,16 +4,13 @@
 // All their waiting is in waitAll(); the reduction is shared.
 #include "algorithms/fifo_oneshot.h"
 
-#include <sched.h>
-
 #include <cstring>
 
+#include "algorithms/caller_io_wait.h"
 #include "algorithms/failure_notice.h"
 #include "algorithms/fifo_oneshot_program.h"
 #include "algorithms/fingerprint.h"
-#include "core/cpu_pause.h"
 #include "core/error.h"
-#include "core/rank_list.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
 
@@ -38,15 +35,6 @@ using transport::WaitFailure;
       fail(coilRemoteError, call.description(), ": communicator aborted");
   }
   fail(coilInternalError, "unknown wait failure");
-}
-
-// A timeout naming every peer whose input had not arrived, not only the first.
-[[noreturn]] void failTimeout(const Call& call, const std::vector<int>& missing,
-                              const char* transport) {
-  fail(coilTimeout, call.description(), ": timed out after ", call.watch.deadline.totalMs(),
-       " ms waiting for data from ", rankList(missing), " (", transport, "); ",
-       missing.size() == 1 ? "the peer" : "these peers",
-       " may be stuck, slower, or in a different call");
 }
 
 void checkArrival(const Call& call, int peer, uint64_t tag, size_t got) {
@@ -106,16 +94,15 @@ void reduceArrivedBlocks(const Call& call, int rank, OneShotState& st) {
   reduce::reduceInRankOrder(call.type, call.reduceOp, call.output, x.data(), n, call.count);
 }
 
-// Over every peer's CallerIo, driven by this thread alone. waitAll polls for
-// spinUs, then sleeps in the transport's readiness wait in slices, checking
-// the abort flag and the deadline between them.
+// Over every peer's CallerIo, driven by this thread alone; waitAll waits as
+// caller_io_wait.h says.
 class CallerIoExecutor {
  public:
   CallerIoExecutor(const std::vector<transport::Connection*>& peers, int rank, const Call& call,
                    int spinUs, bool yield, const std::vector<transport::CallerIo*>& io,
                    OneShotState& st)
-      : peers_(peers), rank_(rank), call_(call), watch_(call.watch), spinUs_(spinUs),
-        yield_(yield), io_(io), st_(st), bytes_(call.bytes) {
+      : peers_(peers), rank_(rank), call_(call), wait_(call, spinUs, yield), io_(io), st_(st),
+        bytes_(call.bytes) {
     st_.arrived.resize(bytes_ * peers.size());
   }
 
@@ -129,38 +116,20 @@ class CallerIoExecutor {
   }
 
   void waitAll() {
-    const auto spinUntil = Clock::now() + std::chrono::microseconds(spinUs_);
-    for (;;) {
-      bool moved = false, done = true;
-      for (int q : st_.started) {
-        moved |= io_[q]->advance();
-        if (!io_[q]->failure().empty())
-          fail(coilRemoteError, call_.description(), ": ", io_[q]->failure());
-        done = done && complete(q);
-      }
-      if (done) break;
-      if (moved) continue;
-      if (watch_.abortFlag && watch_.abortFlag->load(std::memory_order_relaxed))
-        fail(coilRemoteError, call_.description(), ": communicator aborted");
-      if (watch_.deadline.expired()) {
-        std::vector<int> missing;
-        for (int q = 0; q < static_cast<int>(io_.size()); ++q)
-          if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
-        if (!missing.empty()) failTimeout(call_, missing, peers_[missing[0]]->traits().name);
-      }
-      if (const Clock::time_point now = Clock::now(); now < spinUntil) {
-        if (yield_) {
-          sched_yield();
-        } else {
-          cpuPause();
-          handover_.poll(now);
-        }
-        continue;
-      }
-      watch_.checkStall();
-      const int ms = watch_.deadline.remainingMs();
-      st_.group.front()->awaitAny(st_.group, ms < kWaitSliceMs ? (ms > 0 ? ms : 1) : kWaitSliceMs);
-    }
+    wait_.until(
+        st_.group,
+        [&] {
+          for (int q : st_.started)
+            if (!complete(q)) return false;
+          return true;
+        },
+        [&] {
+          std::vector<int> missing;
+          for (int q = 0; q < static_cast<int>(io_.size()); ++q)
+            if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
+          return missing;
+        },
+        st_.started.empty() ? "" : peers_[st_.started.front()]->traits().name);
     for (int q = 0; q < static_cast<int>(io_.size()); ++q) {
       if (!(st_.role[q] & OneShotState::kReceiving)) continue;
       size_t got = 0;
@@ -186,10 +155,7 @@ class CallerIoExecutor {
   const std::vector<transport::Connection*>& peers_;
   const int rank_;
   const Call& call_;
-  const transport::WaitWatch& watch_;
-  const int spinUs_;
-  CoreHandover handover_;  // pausing: a peer on this core gets it now and then
-  const bool yield_;
+  CallerIoWait wait_;
   const std::vector<transport::CallerIo*>& io_;
   OneShotState& st_;
   const size_t bytes_;
@@ -235,7 +201,7 @@ class FifoSlotExecutor {
           transport::RecvSlot later;
           for (int p = q + 1; p < n; ++p)
             if (awaited(p) && !peers_[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
-          failTimeout(call_, missing, c.traits().name);
+          failCallerIoTimeout(call_, missing, c.traits().name);
         }
         failWait(call_, c, why, "for data from");
       }
@@ -267,22 +233,19 @@ class FifoSlotExecutor {
 }  // namespace
 
 void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
-                          const Call& call, int spinUs, bool yield) {
+                          const Call& call, size_t callerIoBytes, int spinUs, bool yield) {
   const int n = static_cast<int>(peers.size());
   const FifoOneShotShape shape{rank, n, call.count};
   OneShotState& st = oneShotState();
   st.reset(n);
 
-  // Every peer reachable over a caller-driven path: use those.
+  // Every rank reaches every peer over a caller-driven path: use those.
   std::vector<transport::CallerIo*>& io = st.io;
   io.assign(static_cast<size_t>(n), nullptr);
-  bool express = true;
-  for (int q = 0; q < n && express; ++q) {
-    if (q == rank) continue;
-    io[q] = peers[q]->callerIo();
-    express = io[q] != nullptr && io[q]->callerIoMaxBytes() >= call.bytes;
-  }
+  const bool express = call.bytes <= callerIoBytes;
   if (express) {
+    for (int q = 0; q < n; ++q)
+      if (q != rank) io[q] = peers[q]->callerIo();
     CallerIoExecutor x(peers, rank, call, spinUs, yield, io, st);
     fifoOneShotProgram(x, shape);
   } else {

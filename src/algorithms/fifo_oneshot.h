@@ -7,10 +7,10 @@
 // is fifoOneShotProgram (fifo_oneshot_program.h, with its cost); this runs
 // it on real data.
 //
-// When every peer's connection offers a caller-driven path large enough
-// (transport::CallerIo: tcp's express socket), the messages travel there,
-// driven by the calling thread alone: one loopback hop, no thread hand-off.
-// Otherwise they travel through the FIFOs.
+// When every rank's connection to every peer offers a caller-driven path
+// large enough (transport::CallerIo: tcp's express socket), the messages
+// travel there, driven by the calling thread alone: one loopback hop, no
+// thread hand-off. Otherwise they travel through the FIFOs.
 #pragma once
 
 #include <cstddef>
@@ -22,14 +22,15 @@
 namespace coil::algo {
 
 /// Runs the one-shot for `rank`; `peers[q]` connects to rank q (nullptr for
-/// this rank). Requires call.bytes <= the slot size of every FIFO (and,
-/// for the caller-driven path, <= every peer's callerIoMaxBytes). Waits as
-/// call.watch says.
+/// this rank). The messages take the caller-driven paths when call.bytes <=
+/// `callerIoBytes` (agreed by all ranks: the largest message every rank's
+/// paths to every peer carry, 0 where a rank has a peer without one), else
+/// the FIFOs, whose slots must then hold call.bytes. Waits as call.watch says.
 /// `spinUs`: how long a caller-driven wait polls before it sleeps in poll(),
 /// calling sched_yield() between polls when `yield`.
 /// Throws coil::Error: coilRemoteError (peer closed, died, abort),
 /// coilTimeout, coilInvalidUsage (the peer is in a different call).
 void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
-                          const Call& call, int spinUs, bool yield);
+                          const Call& call, size_t callerIoBytes, int spinUs, bool yield);
 
 }  // namespace coil::algo

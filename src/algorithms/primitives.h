@@ -2,8 +2,11 @@
 //
 // An algorithm is a per-rank program: a sequence of these calls. It never
 // sees a transport. Three executors run the same program:
-//   FifoExecutor  — moves real data through transport FIFOs (fifo_executor.h);
-//   TraceExecutor — records each call, for tests and coil-sim (trace_executor.h).
+//   FifoExecutor       — moves real data through transport FIFOs (fifo_executor.h);
+//   CallerPathExecutor — moves it over the caller-driven paths, where every
+//                        peer has one (tcp's express sockets), straight from
+//                        and into the caller's buffers (caller_path_executor.h);
+//   TraceExecutor      — records each call, for tests and coil-sim (trace_executor.h).
 //
 // Offsets and counts are in elements of the call's datatype and index the
 // caller's buffers: `input` (sendbuff) and `output` (recvbuff). "in" below is

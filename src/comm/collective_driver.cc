@@ -3,7 +3,8 @@
 // set up the buffers the algorithm expects, then run either
 //   - a direct all-reduce (one-shot or slice over the shared window, or the
 //     one-shot over FIFOs): runDirect, or
-//   - a per-rank program over Primitives on the FIFO executor.
+//   - a per-rank program over Primitives: on the caller-driven paths where
+//     every peer has one (tcp's express sockets), else on the FIFO executor.
 // Any failure breaks the communicator.
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/call.h"
+#include "algorithms/caller_path_executor.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fifo_oneshot.h"
 #include "algorithms/registry.h"
@@ -87,10 +89,15 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
       tune::choose(model_, call.kind, modelBytes(call.kind, call.bytes, nranks_), algoOverride_,
                    logTune ? &predictions : nullptr);
   flight_.setAlgorithm(tune::algoName(choice.algorithm));
-  // Whole slices, at most half the FIFO (the model's chunk never exceeds it).
-  const size_t slicesPerChunk =
-      std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
-  call.chunkElems = call.sliceElems * slicesPerChunk;
+  // On the caller-driven paths a chunk is at most one piece; on the FIFOs it
+  // is whole slices, at most half the FIFO. (The model's chunk never exceeds
+  // either.)
+  const size_t callerPiece = model_.callerPieceBytes();
+  if (callerPiece != 0)
+    call.chunkElems = std::max<size_t>(1, std::min(choice.chunkBytes, callerPiece) / call.elementBytes);
+  else
+    call.chunkElems =
+        call.sliceElems * std::clamp<size_t>(choice.chunkBytes / sliceBytes_, 1, slicesPerChunk_);
   // The root is part of the fingerprint: ranks disagreeing on it fail loudly.
   call.tag = algo::callTag(seq + seqSalt_, call.kind, call.type, call.op, call.count, call.root);
   // Text for messages and logs; built only when one needs it. (Held by
@@ -104,7 +111,7 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
     // The chunk matters to the FIFO programs; one-shot and slice have none.
     const bool direct = choice.algorithm == tune::Algo::kOneShot || choice.algorithm == tune::Algo::kSlice;
     const std::string chunk =
-        direct ? "" : ", chunk " + std::to_string(slicesPerChunk * sliceBytes_ / 1024) + " KiB";
+        direct ? "" : ", chunk " + std::to_string(call.chunkElems * call.elementBytes / 1024) + " KiB";
     COIL_INFO(kTune, describe(), ": predicted", costs.str(), " -> ", tune::algoName(choice.algorithm),
               chunk,
               choice.forced ? " (forced by COIL_ALGO)"
@@ -198,10 +205,18 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
 
   if (log::enabled(log::Level::Info, log::kColl))
     COIL_INFO(kColl, describe(), ": ", tune::algoName(choice.algorithm), ", chunk ",
-              call.chunkElems, " elements");
+              call.chunkElems, " elements", callerPiece != 0 ? " on the caller-driven paths" : "");
 
-  algo::FifoExecutor exec(peers_, call);
-  program->program(exec, algo::shapeOf(call, rank_, nranks_, &hostOfRank_));
+  const algo::CallShape shape = algo::shapeOf(call, rank_, nranks_, &hostOfRank_);
+  if (callerPiece != 0) {
+    // Its waits poll (yielding) as the FIFO waits do, then sleep.
+    algo::CallerPathExecutor exec(peers_, call, call.watch.pollUs, true);
+    program->program(exec, shape);
+    exec.drain();
+  } else {
+    algo::FifoExecutor exec(peers_, call);
+    program->program(exec, shape);
+  }
   if (program->layout == algo::Layout::kScratch)
     std::memcpy(call.recvbuff, reduceScratch_.data() + static_cast<size_t>(rank_) * bytes, bytes);
 }
@@ -226,7 +241,7 @@ bool Communicator::runDirect(const algo::Call& call, tune::Algo algorithm) {
     window_->setPolling(plan.spinUs, plan.yield);
     algo::windowOneShotAllReduce(*window_, call);
   } else {
-    algo::fifoOneShotAllReduce(peers_, rank_, call, plan.spinUs, plan.yield);
+    algo::fifoOneShotAllReduce(peers_, rank_, call, callerIoBytes_, plan.spinUs, plan.yield);
   }
   if (plan.measure)
     spin_.record(call.bytes, plan,

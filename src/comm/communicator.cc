@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "algorithms/caller_path_executor.h"
 #include "algorithms/failure_notice.h"
 #include "algorithms/fifo_executor.h"
 #include "algorithms/fingerprint.h"
@@ -187,13 +188,16 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   // The FIFO one-shot sends one slot per peer, or one message on each
   // peer's caller-driven path (transports/caller_io.h) when all have one.
   topology.fifoSlotBytes = sliceBytes_;
-  size_t callerIoBytes = SIZE_MAX;
-  for (auto* c : peers_)
-    if (c) {
-      transport::CallerIo* io = c->callerIo();
-      callerIoBytes = std::min(callerIoBytes, io ? io->callerIoMaxBytes() : 0);
-    }
-  if (callerIoBytes != 0 && callerIoBytes != SIZE_MAX) topology.fifoSlotBytes = callerIoBytes;
+  // The FIFO programs run there too (algorithms/caller_path_executor.h).
+  // Agreed: a rank whose peers all have one path must not use it while a
+  // rank with, say, an shm peer reads its FIFOs instead (rank 0 alone on
+  // its host and two ranks on another once timed out in the one-shot).
+  std::vector<uint64_t> callerIoBytes(static_cast<size_t>(nranks));
+  callerIoBytes[rank] = algo::CallerPathExecutor::largestPiece(peers_);
+  bootstrap_->allGather(callerIoBytes.data(), sizeof(uint64_t));
+  callerIoBytes_ = *std::min_element(callerIoBytes.begin(), callerIoBytes.end());
+  if (callerIoBytes_ != 0) topology.fifoSlotBytes = callerIoBytes_;
+  topology.callerPieceBytes = callerIoBytes_;
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
   topology.cores = cpus.cpusHere;

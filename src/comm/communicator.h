@@ -256,6 +256,11 @@ class Communicator {
   // (transports/window.h); nullptr otherwise.
   std::unique_ptr<transport::Window> window_;
   size_t sliceBytes_ = 0;
+  // The largest message of the caller-driven paths (transports/caller_io.h)
+  // that every rank has to every peer, agreed at init; 0 where any rank has
+  // a peer without one. The one-shot and the FIFO programs run there only
+  // then: a rank must never send where its peer does not read.
+  size_t callerIoBytes_ = 0;
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer

@@ -55,6 +55,11 @@ constexpr double kFifoWakeUs = 9.0;
 // of every output line (measured: 23% less CPU time per call at 16 MiB).
 constexpr size_t kSlicePieceBytes = 1 << 20;
 constexpr size_t kStreamFromBytes = 4 << 20;
+// The FIFO programs' piece on a caller-driven path: one message per piece,
+// written from where the data lies. 1 MiB, tcp's largest express message:
+// 256 KiB and 512 KiB pieces were as fast within the noise at 2-32 MiB
+// (2 ranks, 2026-12-06), and a larger piece makes fewer system calls.
+constexpr size_t kCallerPieceBytes = 1 << 20;
 // The buffers outgrow the last-level cache when n ranks' inputs and
 // outputs (2·n·S) pass half of it: S > L3 / (4n), 4 MiB for 2 ranks here.
 constexpr size_t kAssumedCacheBytes = 8 << 20;
@@ -113,6 +118,16 @@ Model::Model(const Topology& topology) : topo_(topology) {
   p_.slicePieceBytes = kSlicePieceBytes;
   p_.streamFromBytes = kStreamFromBytes;
   p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
+  // Where every peer has a caller-driven path, the FIFO programs run on it
+  // (no helper thread, no slot copies): their bytes cost what its messages
+  // do, and a step about two of its hops (a rank's step waits for a
+  // neighbour that has just received: 2 ranks over loopback, the ring
+  // overtook the one-shot between 512 KiB and 1 MiB, 2026-12-06).
+  p_.callerPieceBytes = std::min<uint64_t>(topo_.callerPieceBytes, kCallerPieceBytes);
+  if (p_.callerPieceBytes != 0) {
+    p_.ring = p_.tree = topo_.oneShot;
+    p_.ring.alphaUs = p_.tree.alphaUs = 2 * topo_.oneShot.alphaUs;
+  }
   origin_ = "built-in defaults";
   if (auto path = env::get("COIL_TUNE_FILE"); topo_.userTuning && path && !path->empty())
     applyTuneFile(*path);
@@ -144,6 +159,8 @@ void Model::setMeasuredLink(double alphaUs, double betaUsPerB, const std::string
     c->alphaUs = alphaUs;
     c->betaUsPerB = betaUsPerB;
   }
+  // On the caller-driven paths a program's step is two hops (the constructor).
+  if (p_.callerPieceBytes != 0) p_.ring.alphaUs = p_.tree.alphaUs = 2 * alphaUs;
   origin_ += " + " + how;
   last_ = {};
 }
@@ -245,6 +262,22 @@ void Model::applyEntry(const std::string& target,
     const double value = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !(value >= 0))
       fail(coilInvalidUsage, where, ": '", key, "=", text, "' needs a non-negative number");
+    if (key == "caller") {
+      if (transport == "window" || !algorithm.empty())
+        fail(coilInvalidUsage, where, ": caller= belongs to a transport alone (",
+             topo_.transport, ":caller=BYTES)");
+      if (transport != topo_.transport) continue;
+      if (value != 0 && (topo_.callerPieceBytes == 0 || value > topo_.callerPieceBytes))
+        fail(coilInvalidUsage, where, ": caller=", text, ": the caller-driven paths here carry ",
+             topo_.callerPieceBytes == 0 ? "nothing (a peer has none)"
+                                         : "at most " + std::to_string(topo_.callerPieceBytes) + " bytes");
+      // Off, the programs' costs are the FIFOs' again (as the transport
+      // states them: entries before this one and oversubscription's
+      // scaling do not carry over).
+      p_.callerPieceBytes = static_cast<uint64_t>(value);
+      if (p_.callerPieceBytes == 0) p_.ring = p_.tree = topo_.fifo;
+      continue;
+    }
     if (key == "piece" || key == "stream") {
       if (!(transport == "window" && a == Algo::kSlice && !algorithm.empty()))
         fail(coilInvalidUsage, where, ": ", key, "= belongs to window/slice");
@@ -258,7 +291,7 @@ void Model::applyEntry(const std::string& target,
                                                                              : nullptr;
     if (member == nullptr)
       fail(coilInvalidUsage, where, ": unknown parameter '", key,
-           "' (alpha, beta, gamma, memory; piece, stream for window/slice)");
+           "' (alpha, beta, gamma, memory; caller for a transport; piece, stream for window/slice)");
     for (Cost* c : costs) c->*member = value;
   }
 }
@@ -329,7 +362,8 @@ static Cost effectiveCost(const Cost& m, uint64_t cacheBytes, int nranks, size_t
 }
 
 size_t Model::chunkFor(CollKind kind, Algo a, size_t bytes) const {
-  const size_t largest = std::max<size_t>(1, topo_.chunkBytes);
+  const size_t largest =
+      std::max<size_t>(1, p_.callerPieceBytes != 0 ? p_.callerPieceBytes : topo_.chunkBytes);
   const bool chain = (kind == CollKind::Broadcast && (a == Algo::kRing || a == Algo::kHier)) ||
                      (kind == CollKind::Reduce && (a == Algo::kChain || a == Algo::kHier));
   if (!chain || topo_.nranks < 3 || topo_.sliceBytes == 0 || topo_.sliceBytes >= largest)

@@ -51,6 +51,8 @@ struct Topology {
   size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk): the largest
   size_t sliceBytes = 0;          // one FIFO slice: chunks are whole slices (0: chunkBytes only)
   size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message
+  size_t callerPieceBytes = 0;    // the largest message every peer's caller-driven path
+                                  // carries (transports/caller_io.h); 0: a peer has none
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
   int cores = 0;                  // CPUs the ranks of a host may run on, pooled
@@ -75,6 +77,8 @@ struct ModelParams {
   uint64_t streamFromBytes;  // window slice: streaming stores from this size on
   uint64_t cacheBytes;       // the last-level cache the memory factor refers to
   uint32_t probeLink;        // 1: rank 0 measures the link across hosts at init (link_probe.cc)
+  uint64_t callerPieceBytes; // the FIFO programs run on the caller-driven paths in pieces of
+                             // this many bytes (algorithms/caller_path_executor.h); 0: on the FIFOs
 };
 
 struct Prediction {
@@ -108,7 +112,10 @@ class Model {
   /// name. Keys: alpha (or alpha_us), beta (beta_us_per_byte), gamma
   /// (gamma_us_per_byte), memory (memory_factor: Cost::memoryFactor); a
   /// "window/slice" target also takes piece=BYTES and stream=BYTES (the
-  /// message size from which the output is written with streaming stores).
+  /// message size from which the output is written with streaming stores);
+  /// a transport target alone also takes caller=BYTES (the piece of the
+  /// FIFO programs on the caller-driven paths, at most the paths' largest
+  /// message; 0 runs them on the FIFOs).
   /// Entries for another transport are ignored. Throws coilInvalidUsage
   /// naming a bad entry, or a file that cannot be read.
   explicit Model(const Topology& topology);
@@ -158,6 +165,11 @@ class Model {
   /// writes its output with streaming stores.
   size_t slicePieceBytes() const { return p_.slicePieceBytes; }
   size_t streamFromBytes() const { return p_.streamFromBytes; }
+  /// The FIFO programs (ring, tree, chain, ...) run on the caller-driven
+  /// paths in pieces of this many bytes; 0: on the FIFOs. Where every peer
+  /// has such a path, by default; their costs are then the path's (the FIFO
+  /// one-shot's).
+  size_t callerPieceBytes() const { return p_.callerPieceBytes; }
 
  private:
   friend Choice choose(const Model&, algo::CollKind, size_t, const AlgorithmOverride&,

@@ -151,6 +151,44 @@ TEST(Selection, TcpUsesOneShotForSmallAndRingForLarge) {
   EXPECT_EQ(pick(m, 64 << 20), Algo::kRing);
 }
 
+// Where every peer has a caller-driven path (tcp's express sockets), the
+// FIFO programs run on it in pieces of up to its largest message, at its
+// costs; COIL_TUNE's caller= sets the piece or turns it off.
+TEST(Selection, FifoProgramsRunOnTheCallerDrivenPathsWhereEveryPeerHasOne) {
+  Topology t = tcp(3);
+  EXPECT_EQ(Model(t).callerPieceBytes(), 0u) << "a peer without a caller-driven path";
+  EXPECT_EQ(Model(t).chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), t.chunkBytes);
+  t.callerPieceBytes = 1 << 20;
+  Model m(t);
+  EXPECT_EQ(m.callerPieceBytes(), 1u << 20);
+  EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), 1u << 20);
+  EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).betaUsPerB, t.oneShot.betaUsPerB);
+  EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).alphaUs, 2 * t.oneShot.alphaUs);
+  EXPECT_EQ(pick(m, 8), Algo::kOneShot);
+  EXPECT_EQ(pick(m, 64 << 20), Algo::kRing);
+  Model measured(t);
+  measured.setMeasuredLink(60.0, 0.008, "a 1 Gbit/s link");
+  EXPECT_DOUBLE_EQ(measured.cost(Algo::kOneShot).alphaUs, 60.0);
+  EXPECT_DOUBLE_EQ(measured.cost(Algo::kRing).alphaUs, 120.0) << "a step is two hops";
+  {
+    ScopedTune off("tcp:caller=0");
+    Model fifo(t);
+    EXPECT_EQ(fifo.callerPieceBytes(), 0u);
+    EXPECT_DOUBLE_EQ(fifo.cost(Algo::kRing).alphaUs, t.fifo.alphaUs);
+  }
+  {
+    ScopedTune smaller("tcp:caller=262144;shm:caller=0");
+    EXPECT_EQ(Model(t).callerPieceBytes(), 262144u) << "another transport's entry is ignored";
+  }
+  for (const char* bad : {"tcp:caller=2097152", "tcp/ring:caller=1024", "window:caller=1024"}) {
+    ScopedTune tune(bad);
+    EXPECT_THROW(Model bad_model(t), Error) << bad;
+  }
+  Topology none = tcp(3);
+  ScopedTune tune("tcp:caller=1024");
+  EXPECT_THROW(Model no_path(none), Error) << "no caller-driven path to set a piece for";
+}
+
 TEST(Selection, ForcedAlgorithmWinsWhereItCanRun) {
   Model w(shmWindow(4));
   EXPECT_EQ(pick(w, 64 << 20, "allreduce:ring"), Algo::kRing);

@@ -1,6 +1,7 @@
 // The tcp express path (tcp_express.h): one socket per peer, frames
-// (FrameHeader + payload) read through a 16 KiB staging buffer that may hold
-// the start of the next message; checkExpressHeader decides on each header.
+// (ExpressHeader, a FrameHeader padded to 64 bytes, + payload) read through
+// a 16 KiB staging buffer that may hold the start of the next message;
+// checkExpressHeader decides on each header.
 //
 // Input: mode byte (bit 0: loopback), then operations.
 // Raw mode (the peer is the fuzzer), op & 3:
@@ -74,13 +75,13 @@ std::vector<Outcome> reference(const std::vector<uint8_t>& stream,
   std::vector<Outcome> out;
   size_t pos = 0;
   for (const Request& r : requests) {
-    if (stream.size() - pos < sizeof(FrameHeader)) {
+    if (stream.size() - pos < sizeof(ExpressHeader)) {
       out.push_back({Kind::Eof});
       break;
     }
     FrameHeader h;
     std::memcpy(&h, stream.data() + pos, sizeof h);
-    pos += sizeof h;
+    pos += sizeof(ExpressHeader);
     Kind kind = h.marker != kFrameMarker ? Kind::BadMarker
                 : h.tag != r.tag         ? Kind::OtherTag
                 : h.bytes > r.capacity   ? Kind::TooLarge
@@ -194,9 +195,11 @@ void runRaw(fuzz::Input& in) {
         write(in.bytes(in.u8()));
         break;
       case 1: {
-        FrameHeader h{in.u16(), kFrameMarker, tag};
-        std::vector<uint8_t> frame(sizeof h);
-        std::memcpy(frame.data(), &h, sizeof h);
+        ExpressHeader header{};
+        header.frame = FrameHeader{in.u16(), kFrameMarker, tag};
+        const FrameHeader& h = header.frame;
+        std::vector<uint8_t> frame(sizeof header);
+        std::memcpy(frame.data(), &header, sizeof header);
         std::vector<uint8_t> payload = payloadFrom(in, h.bytes, static_cast<uint8_t>(op));
         frame.insert(frame.end(), payload.begin(), payload.end());
         write(frame);

@@ -5,7 +5,8 @@
 # hosts of 3 and 2 ranks (one host short a rank), and 2 x 2 with the ranks
 # dealt to the hosts in turn (0 and 2 on one, 1 and 3 on the other). Each
 # layout runs twice: every collective forced to hier (COIL_ALGO), then the
-# cost model's own choice. Every rank checks every dtype (and op) at
+# cost model's own choice; then rank 0 alone on a host and 2 ranks on
+# another, the model's choice. Every rank checks every dtype (and op) at
 # awkward counts against the independent reference.
 #
 # Needs root and iproute2; otherwise exits 77 (skipped) and says why.
@@ -100,6 +101,10 @@ for layout in "2 2" "2 2 2" "3 2" "2 2 cyclic"; do
   run_layout "$layout" "$forced"
   run_layout "$layout"
 done
+# Rank 0 alone on its host: its peers are all tcp, the others' are not.
+# Whatever runs where every peer has a caller-driven path (tcp's express
+# sockets) must be what every rank runs (the cost model is rank 0's).
+run_layout "1 2"
 # coil-topo --comm on 3 + 2 ranks: rank 0's report, checked.
 if [ -n "$topo_bin" ]; then
   port=$((port + 1))

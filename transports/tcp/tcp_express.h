@@ -1,10 +1,11 @@
 // The express path of a tcp connection: one extra socket per peer that only
-// the calling thread drives (transports/caller_io.h), for small messages.
+// the calling thread drives (transports/caller_io.h): the one-shot's
+// messages, and every FIFO program's pieces (caller_path_executor.h).
 //
 // The proxy thread never polls it, so a message on it wakes nobody but the
-// thread that waits for it. Wire format: the FIFO sockets' frames
-// (FrameHeader, then the payload), one message per frame, validated before
-// use. A small message arrives with one recv(): the header and whatever
+// thread that waits for it. Wire format: one frame per message, an
+// ExpressHeader (the FIFO sockets' FrameHeader, padded to 64 bytes) then the
+// payload, validated before use. A small message arrives with one recv(): the header and whatever
 // follows land in a staging buffer, and bytes that belong to the next message
 // (a peer may run one call ahead) stay there for it.
 //
@@ -38,6 +39,14 @@ inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 enum class ExpressHeaderVerdict { kAccept, kBadMarker, kOtherTag, kTooLarge };
 ExpressHeaderVerdict checkExpressHeader(const FrameHeader& h, uint64_t expectedTag,
                                         size_t capacity);
+
+/// An express frame's header on the wire: a FrameHeader, padded to 64
+/// bytes (why: kHeaderBytes in tcp_express.cc).
+struct ExpressHeader {
+  FrameHeader frame;
+  uint8_t padding[64 - sizeof(FrameHeader)];
+};
+static_assert(sizeof(ExpressHeader) == 64);
 
 class ExpressPath {
  public:
@@ -73,7 +82,7 @@ class ExpressPath {
 
   // Outgoing message: header then payload; sendData_ == nullptr when idle.
   const uint8_t* sendData_ = nullptr;
-  FrameHeader sendHeader_{};
+  ExpressHeader sendHeader_{};
   size_t sendDone_ = 0;  // bytes of header + payload written
   bool sendBlocked_ = false;
 
