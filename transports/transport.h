@@ -64,6 +64,10 @@ struct Traits {
   /// The FIFO one-shot: one message per peer (over CallerIo where the
   /// connection has one).
   LinkCost oneShot;
+  /// Ring, tree and the other FIFO programs on the caller-driven paths
+  /// (CallerIo), where every rank has one to every peer; all zero for a
+  /// transport whose connections have none.
+  LinkCost callerPath = {};
 };
 
 /// What one rank publishes about itself for one transport before any

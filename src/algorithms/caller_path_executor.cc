@@ -10,10 +10,11 @@
 namespace coil::algo {
 namespace {
 
-// Scratch pieces of the calling thread, reused call after call so that a
-// warm call allocates nothing: one receives a piece to be reduced, others
-// hold reduced pieces while their sends are in flight (at most one per
-// peer), so the pool stays at a few pieces.
+// Scratch pieces of the calling thread (each of pieceBytes, the largest
+// piece asked for yet), reused call after call so that a warm call
+// allocates nothing: one receives a piece to be reduced, others hold
+// reduced pieces while their sends are in flight (at most one per peer), so
+// the pool stays at a few pieces.
 struct ScratchPool {
   std::vector<std::unique_ptr<uint8_t[]>> pieces;
   size_t pieceBytes = 0;
@@ -60,8 +61,9 @@ CallerPathExecutor::CallerPathExecutor(const std::vector<transport::Connection*>
       fail(coilInternalError, call.description(), ": rank ", q,
            " has no caller-driven path for pieces of ", pieceElems_ * esize_, " bytes");
   }
+  // Pieces only grow: a chain's smaller chunk between two all-reduces keeps them.
   ScratchPool& pool = scratchPool();
-  if (pool.pieceBytes != pieceElems_ * esize_) {
+  if (pool.pieceBytes < pieceElems_ * esize_) {
     pool.pieces.clear();
     pool.pieceBytes = pieceElems_ * esize_;
   }

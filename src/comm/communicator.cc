@@ -182,6 +182,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   topology.transport = slowest.name;
   topology.fifo = slowest.fifo;
   topology.oneShot = slowest.oneShot;
+  topology.callerPath = slowest.callerPath;
   topology.transports = transport::registeredTransports();
   topology.chunkBytes = sliceBytes_ * slicesPerChunk_;
   topology.sliceBytes = sliceBytes_;

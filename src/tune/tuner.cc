@@ -119,15 +119,10 @@ Model::Model(const Topology& topology) : topo_(topology) {
   p_.streamFromBytes = kStreamFromBytes;
   p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
   // Where every peer has a caller-driven path, the FIFO programs run on it
-  // (no helper thread, no slot copies): their bytes cost what its messages
-  // do, and a step about two of its hops (a rank's step waits for a
-  // neighbour that has just received: 2 ranks over loopback, the ring
-  // overtook the one-shot between 512 KiB and 1 MiB, 2026-12-06).
+  // (no helper thread, no slot copies), at the costs the transport states
+  // for it.
   p_.callerPieceBytes = std::min<uint64_t>(topo_.callerPieceBytes, kCallerPieceBytes);
-  if (p_.callerPieceBytes != 0) {
-    p_.ring = p_.tree = topo_.oneShot;
-    p_.ring.alphaUs = p_.tree.alphaUs = 2 * topo_.oneShot.alphaUs;
-  }
+  if (p_.callerPieceBytes != 0) p_.ring = p_.tree = topo_.callerPath;
   origin_ = "built-in defaults";
   if (auto path = env::get("COIL_TUNE_FILE"); topo_.userTuning && path && !path->empty())
     applyTuneFile(*path);
@@ -159,7 +154,8 @@ void Model::setMeasuredLink(double alphaUs, double betaUsPerB, const std::string
     c->alphaUs = alphaUs;
     c->betaUsPerB = betaUsPerB;
   }
-  // On the caller-driven paths a program's step is two hops (the constructor).
+  // On the caller-driven paths a program's step is about two hops
+  // (transport::Traits::callerPath).
   if (p_.callerPieceBytes != 0) p_.ring.alphaUs = p_.tree.alphaUs = 2 * alphaUs;
   origin_ += " + " + how;
   last_ = {};

@@ -47,6 +47,8 @@ struct Topology {
   std::string transport = "shm";  // the slowest transport in use (its name: COIL_TUNE targets, logs)
   Cost fifo{};                    // its ring/tree costs (transport::Traits::fifo)
   Cost oneShot{};                 // its FIFO one-shot costs (transport::Traits::oneShot)
+  Cost callerPath{};              // its FIFO programs' costs on the caller-driven paths
+                                  // (transport::Traits::callerPath)
   std::vector<std::string> transports;  // every transport of this build (COIL_TUNE may name any)
   size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk): the largest
   size_t sliceBytes = 0;          // one FIFO slice: chunks are whole slices (0: chunkBytes only)

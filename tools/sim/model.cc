@@ -27,9 +27,15 @@ std::unique_ptr<transport::Transport> namedTransport(const std::string& name) {
 
 }  // namespace
 
+// The FIFO programs' costs as a communicator of that transport alone runs
+// them: on its caller-driven paths where it has them (tcp's express
+// sockets), else on its FIFOs.
 CostParams transportCosts(const std::string& name) {
-  const transport::LinkCost c = namedTransport(name)->traits().fifo;
-  return {c.alphaUs, c.betaUsPerB, c.gammaUsPerB, name + "'s built-in FIFO costs"};
+  const transport::Traits& t = namedTransport(name)->traits();
+  if (t.callerPath.alphaUs > 0)
+    return {t.callerPath.alphaUs, t.callerPath.betaUsPerB, t.callerPath.gammaUsPerB,
+            name + "'s built-in costs on its caller-driven path"};
+  return {t.fifo.alphaUs, t.fifo.betaUsPerB, t.fifo.gammaUsPerB, name + "'s built-in FIFO costs"};
 }
 
 namespace {

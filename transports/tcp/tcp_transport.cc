@@ -257,11 +257,16 @@ void TcpOptions::validate() const {
 // costs ~45 µs; one direction of a link carries ~1.5 GB/s while the other
 // is busy too (both cost the same CPUs). One-shot over the express path:
 // the calling thread drives its own socket, so a message costs one
-// loopback hop (~14 µs) and no hand-off.
+// loopback hop (~14 µs) and no hand-off. The FIFO programs on the express
+// path (2026-12-06): its bytes, and a step about two of its hops (a rank's
+// step waits for a neighbour that has just received): with that, 2 ranks
+// switch from the one-shot to the ring between 512 KiB and 1 MiB, where
+// the ring overtook it in measurements.
 const Traits& tcpTraits() {
   static const Traits traits{"tcp", /*peerMemoryMapped=*/false,
                              LinkCost{45.0, 1.0 / 1500.0, 1.0 / 8000.0, 1.0},
-                             LinkCost{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0}};
+                             LinkCost{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0},
+                             LinkCost{28.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0}};
   return traits;
 }
 
