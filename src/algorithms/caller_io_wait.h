@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "algorithms/call.h"
+#include "algorithms/fingerprint.h"
 #include "core/cpu_pause.h"
 #include "core/error.h"
 #include "core/rank_list.h"
@@ -24,14 +25,27 @@
 
 namespace coil::algo {
 
-/// The timeout of a caller-driven wait, naming every peer whose transfer
-/// was not over, not only the first.
-[[noreturn]] inline void failCallerIoTimeout(const Call& call, const std::vector<int>& missing,
-                                             const char* transport) {
+/// The timeout of a wait for data from several peers (here, and the FIFO
+/// one-shot's), naming every peer whose transfer was not over, not only
+/// the first.
+[[noreturn]] inline void failDataTimeout(const Call& call, const std::vector<int>& missing,
+                                         const char* transport) {
   fail(coilTimeout, call.description(), ": timed out after ", call.watch.deadline.totalMs(),
        " ms waiting for data from ", rankList(missing), " (", transport, "); ",
        missing.size() == 1 ? "the peer" : "these peers",
        " may be stuck, slower, or in a different call");
+}
+
+/// Checks a message that arrived from `peer`: it must carry the call's tag
+/// (else another collective sent it) and `expected` bytes (else the ranks
+/// passed different counts).
+inline void checkArrival(const Call& call, int peer, uint64_t tag, size_t got, size_t expected) {
+  if (tag != call.tag)
+    fail(coilInvalidUsage, call.description(), ": mismatched collective with rank ", peer, ": ",
+         explainMismatch(tag, call.tag));
+  if (got != expected)
+    fail(coilInvalidUsage, call.description(), ": rank ", peer, " sent ", got, " bytes where ",
+         expected, " were expected: the ranks passed different counts");
 }
 
 class CallerIoWait {
@@ -63,7 +77,7 @@ class CallerIoWait {
         fail(coilRemoteError, call_.description(), ": communicator aborted");
       if (watch.deadline.expired()) {
         const std::vector<int> late = missing();
-        if (!late.empty()) failCallerIoTimeout(call_, late, transport);
+        if (!late.empty()) failDataTimeout(call_, late, transport);
       }
       if (const Clock::time_point now = Clock::now(); now < spinUntil) {
         if (yield_) {

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <memory>
 
-#include "algorithms/fingerprint.h"
 #include "core/error.h"
 
 namespace coil::algo {
@@ -110,15 +109,6 @@ void CallerPathExecutor::startSend(int to, const void* data, size_t bytes) {
     fail(coilRemoteError, call_.description(), ": ", io_[to]->failure());
 }
 
-void CallerPathExecutor::checkArrival(int from) {
-  size_t got = 0;
-  uint64_t tag = 0;
-  io_[from]->recvComplete(&got, &tag);
-  if (tag != call_.tag)
-    fail(coilInvalidUsage, call_.description(), ": mismatched collective with rank ", from, ": ",
-         explainMismatch(tag, call_.tag));
-}
-
 void CallerPathExecutor::receive(int from, void* dst, size_t bytes) {
   transport::CallerIo* io = io_[from];
   io->beginRecv(dst, bytes, call_.tag);
@@ -127,10 +117,7 @@ void CallerPathExecutor::receive(int from, void* dst, size_t bytes) {
   uint64_t tag = 0;
   waitUntil([&] { return io->recvComplete(&got, &tag); });
   receivingFrom_ = -1;
-  checkArrival(from);
-  if (got != bytes)
-    fail(coilInvalidUsage, call_.description(), ": rank ", from, " sent ", got, " bytes where ",
-         bytes, " were expected: the ranks passed different counts");
+  checkArrival(call_, from, tag, got, bytes);
 }
 
 void CallerPathExecutor::beforeWriting(const void* p, size_t bytes) {
@@ -226,12 +213,11 @@ void CallerPathExecutor::copy(size_t inOffset, size_t outOffset, size_t count) {
 // receive waits, so two ranks exchanging with each other never block.
 void CallerPathExecutor::sendRecv(int to, size_t inOffset, int from, size_t outOffset,
                                   size_t count) {
-  for (size_t done = 0; done < count; done += pieceElems_) {
-    const size_t n = std::min(pieceElems_, count - done);
+  forPieces(0, count, [&](size_t done, size_t n) {
     beforeWriting(out(outOffset + done), n * esize_);
     startSend(to, in(inOffset + done), n * esize_);
     receive(from, out(outOffset + done), n * esize_);
-  }
+  });
 }
 
 }  // namespace coil::algo

@@ -97,7 +97,6 @@ class CallerPathExecutor final : public Primitives {
   /// True while the send to `q` still reads its data.
   bool sendInFlight(int q) const { return sending_[q].data != nullptr && !io_[q]->sendComplete(); }
   void waitSendLeft(int to);
-  void checkArrival(int from);
   void finish(void* data, size_t count);  // coilAvg's division
   /// Waits until `done()` holds, advancing every path with something pending.
   template <typename Done>

@@ -9,7 +9,6 @@
 #include "algorithms/caller_io_wait.h"
 #include "algorithms/failure_notice.h"
 #include "algorithms/fifo_oneshot_program.h"
-#include "algorithms/fingerprint.h"
 #include "core/error.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
@@ -35,15 +34,6 @@ using transport::WaitFailure;
       fail(coilRemoteError, call.description(), ": communicator aborted");
   }
   fail(coilInternalError, "unknown wait failure");
-}
-
-void checkArrival(const Call& call, int peer, uint64_t tag, size_t got) {
-  if (tag != call.tag)
-    fail(coilInvalidUsage, call.description(), ": mismatched collective with rank ", peer, ": ",
-         explainMismatch(tag, call.tag));
-  if (got != call.bytes)
-    fail(coilInvalidUsage, call.description(), ": rank ", peer, " sent ", got, " bytes where ",
-         call.bytes, " were expected: the ranks passed different counts");
 }
 
 // What one rank's one-shot keeps between its steps. Thread-local and reused
@@ -135,7 +125,7 @@ class CallerIoExecutor {
       size_t got = 0;
       uint64_t tag = 0;
       io_[q]->recvComplete(&got, &tag);
-      checkArrival(call_, q, tag, got);
+      checkArrival(call_, q, tag, got, call_.bytes);
       st_.blocks[q] = st_.arrived.data() + static_cast<size_t>(q) * bytes_;
     }
   }
@@ -201,12 +191,12 @@ class FifoSlotExecutor {
           transport::RecvSlot later;
           for (int p = q + 1; p < n; ++p)
             if (awaited(p) && !peers_[p]->recvFifo().tryPeek(&later)) missing.push_back(p);
-          failCallerIoTimeout(call_, missing, c.traits().name);
+          failDataTimeout(call_, missing, c.traits().name);
         }
         failWait(call_, c, why, "for data from");
       }
       if (slot.tag != call_.tag) failForeignSlot(call_.description(), q, slot, call_.tag);
-      checkArrival(call_, q, slot.tag, slot.bytes);
+      checkArrival(call_, q, slot.tag, slot.bytes, call_.bytes);
       st_.blocks[q] = slot.data;
     }
   }

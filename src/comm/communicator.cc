@@ -69,6 +69,7 @@ struct RankRecord {
 struct SliceRecord {
   uint64_t sliceBytes;
   uint64_t slotCount;
+  uint64_t callerIoBytes;  // the largest message of its caller-driven paths; 0: a peer has none
 };
 
 // Ids of communicators in this process, for link claims (0 is "unclaimed").
@@ -189,14 +190,8 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   // The FIFO one-shot sends one slot per peer, or one message on each
   // peer's caller-driven path (transports/caller_io.h) when all have one.
   topology.fifoSlotBytes = sliceBytes_;
-  // The FIFO programs run there too (algorithms/caller_path_executor.h).
-  // Agreed: a rank whose peers all have one path must not use it while a
-  // rank with, say, an shm peer reads its FIFOs instead (rank 0 alone on
-  // its host and two ranks on another once timed out in the one-shot).
-  std::vector<uint64_t> callerIoBytes(static_cast<size_t>(nranks));
-  callerIoBytes[rank] = algo::CallerPathExecutor::largestPiece(peers_);
-  bootstrap_->allGather(callerIoBytes.data(), sizeof(uint64_t));
-  callerIoBytes_ = *std::min_element(callerIoBytes.begin(), callerIoBytes.end());
+  // The FIFO programs run there too (algorithms/caller_path_executor.h),
+  // where all ranks agreed they can (agreeOnSlices).
   if (callerIoBytes_ != 0) topology.fifoSlotBytes = callerIoBytes_;
   topology.callerPieceBytes = callerIoBytes_;
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
@@ -471,7 +466,7 @@ void Communicator::openWindow(const std::vector<transport::PeerInfo>& infos,
 // Sender and receiver must cut data into the same slices on every link, so
 // the slice is the smallest slot of any connection anywhere.
 void Communicator::agreeOnSlices() {
-  SliceRecord mine{UINT64_MAX, UINT64_MAX};
+  SliceRecord mine{UINT64_MAX, UINT64_MAX, algo::CallerPathExecutor::largestPiece(peers_)};
   for (auto* c : peers_) {
     if (!c) continue;
     mine.sliceBytes = std::min<uint64_t>(
@@ -482,11 +477,17 @@ void Communicator::agreeOnSlices() {
   std::vector<SliceRecord> all(static_cast<size_t>(nranks_));
   all[rank_] = mine;
   bootstrap_->allGather(all.data(), sizeof(SliceRecord));
-  uint64_t slice = UINT64_MAX, slots = UINT64_MAX;
+  uint64_t slice = UINT64_MAX, slots = UINT64_MAX, callerIo = UINT64_MAX;
   for (const auto& r : all) {
     slice = std::min(slice, r.sliceBytes);
     slots = std::min(slots, r.slotCount);
+    callerIo = std::min(callerIo, r.callerIoBytes);
   }
+  // The caller-driven paths only where every rank has them: a rank whose
+  // peers all have one must not use it while a rank with, say, an shm peer
+  // reads its FIFOs instead (rank 0 alone on its host and two ranks on
+  // another once timed out in the one-shot).
+  callerIoBytes_ = static_cast<size_t>(callerIo);
   if (slice == UINT64_MAX) slice = 1 << 20, slots = 2;  // a single rank: no links
   sliceBytes_ = static_cast<size_t>(slice) / 64 * 64;   // whole elements of any type
   // Half the FIFO per chunk: every rank can post its first chunk of a ring

@@ -193,6 +193,8 @@ class Communicator {
     int claimed_ = 0;  // ranks [0, claimed_) hold a claim (where they have a link)
   };
   void openWindow(const std::vector<transport::PeerInfo>& infos, const Deadline& deadline);
+  /// One exchange at init: sliceBytes_, slicesPerChunk_ and callerIoBytes_,
+  /// the smallest over the ranks. Collective.
   void agreeOnSlices();
   /// Rank 0 and the first rank of another host time their link; every rank
   /// then adopts the α and β rank 0 derived (link_probe.cc). Collective.

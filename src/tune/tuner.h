@@ -53,8 +53,9 @@ struct Topology {
   size_t chunkBytes = 0;          // ring/tree chunk (FIFO slice × slices per chunk): the largest
   size_t sliceBytes = 0;          // one FIFO slice: chunks are whole slices (0: chunkBytes only)
   size_t fifoSlotBytes = 0;       // one FIFO slot: the largest FIFO one-shot message
-  size_t callerPieceBytes = 0;    // the largest message every peer's caller-driven path
-                                  // carries (transports/caller_io.h); 0: a peer has none
+  size_t callerPieceBytes = 0;    // the largest message every rank's caller-driven paths
+                                  // to every peer carry (transports/caller_io.h); 0: a rank
+                                  // has a peer without one
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
   int cores = 0;                  // CPUs the ranks of a host may run on, pooled
@@ -168,9 +169,9 @@ class Model {
   size_t slicePieceBytes() const { return p_.slicePieceBytes; }
   size_t streamFromBytes() const { return p_.streamFromBytes; }
   /// The FIFO programs (ring, tree, chain, ...) run on the caller-driven
-  /// paths in pieces of this many bytes; 0: on the FIFOs. Where every peer
-  /// has such a path, by default; their costs are then the path's (the FIFO
-  /// one-shot's).
+  /// paths in pieces of this many bytes; 0: on the FIFOs. Where every rank
+  /// has such paths to every peer, by default; their costs are then the
+  /// transport's for them (transport::Traits::callerPath).
   size_t callerPieceBytes() const { return p_.callerPieceBytes; }
 
  private:

@@ -18,8 +18,9 @@ namespace {
 // the same (2.7 -> 3.2 GB/s). perf put the difference in the kernel's copy
 // out of the socket (_copy_to_iter), which also slowed 3-4x in a plain
 // exchange after tiny writes (1-8 bytes) on the same socket; the cause in
-// the kernel was not pinned down. 48 bytes more per message cost a small
-// message nothing measurable.
+// the kernel was not pinned down. An A/B of the two sizes in one commit
+// (docs/performance.md 4.3): 16 bytes took 1.4-2.2x as long from 128 KiB
+// to 8 MiB, and the same within the noise from 8 B to 32 KiB.
 constexpr size_t kHeaderBytes = sizeof(ExpressHeader);
 // One recv() brings a small message whole; larger payloads go straight to
 // the caller's buffer.

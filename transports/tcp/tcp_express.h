@@ -5,9 +5,10 @@
 // The proxy thread never polls it, so a message on it wakes nobody but the
 // thread that waits for it. Wire format: one frame per message, an
 // ExpressHeader (the FIFO sockets' FrameHeader, padded to 64 bytes) then the
-// payload, validated before use. A small message arrives with one recv(): the header and whatever
-// follows land in a staging buffer, and bytes that belong to the next message
-// (a peer may run one call ahead) stay there for it.
+// payload, validated before use. A small message arrives with one recv():
+// the header and whatever follows land in a staging buffer, and bytes that
+// belong to the next message (a peer may run one call ahead) stay there for
+// it.
 //
 // Used by one thread at a time (the communicator's caller); shutdown() may
 // come from any thread.
