@@ -125,10 +125,15 @@ class Communicator {
   /// they share, and a collective of its own there would collide with them.
   /// Within the communicator's timeout.
   void allGatherAtSetup(void* all, size_t bytes);
+  /// Which path a point-to-point message takes to its peer: the fastest
+  /// it has (a caller-driven path where its connection has one), or the
+  /// one the collectives take to it (the FIFOs unless every rank has
+  /// caller-driven paths to every peer): the link probe times that one.
+  enum class P2pPath { kFastest, kCollectives };
   /// Runs point-to-point operations concurrently: they complete in any
   /// order, so no send/recv pattern among them can deadlock. A single call
   /// outside a group is a batch of one.
-  void pointToPoint(const std::vector<P2pCall>& calls);
+  void pointToPoint(const std::vector<P2pCall>& calls, P2pPath path = P2pPath::kFastest);
   /// coilCommRegister / coilCommDeregister: every link with a zero-copy
   /// path (transports/direct_io.h) registers the range; the handle says
   /// which. Deregistering an unknown handle is coilInvalidArgument.
@@ -223,6 +228,10 @@ class Communicator {
   // (fused_rooted_call.cc, algorithms/rooted_oneshot_program.h).
   void runRootedOneShot(const algo::Call& call, uint64_t agreementTag);
   bool runDirect(const algo::Call& call, tune::Algo algorithm);
+  // The piece a point-to-point message to the peer of `conn` moves in on
+  // its caller-driven path; 0: it moves through the FIFOs (p2p_task.h).
+  // The same at both ends of a pair.
+  size_t callerPieceBytes(transport::Connection& conn) const;
 
   struct PreMulSum {
     coilDataType_t type;

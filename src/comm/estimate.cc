@@ -21,13 +21,21 @@ double Communicator::estimateUs(const CollectiveCall& call) const {
 
 // Point-to-point operations of one batch progress together: the batch takes
 // one hand-off plus the time to move the larger of what this rank sends and
-// what it receives over the slowest link.
+// what it receives over the slowest link. Where every message of the batch
+// takes a caller-driven path (p2p_task.h), the hand-off is one message's
+// hop (the one-shot's α) and the bytes go at that path's rate.
 double Communicator::estimateUs(const std::vector<P2pCall>& calls) const {
   size_t sent = 0, received = 0;
-  for (const P2pCall& c : calls) (c.isSend ? sent : received) += c.count * reduce::typeSize(c.type);
+  bool onCallerPaths = true;
+  for (const P2pCall& c : calls) {
+    (c.isSend ? sent : received) += c.count * reduce::typeSize(c.type);
+    if (c.peer != rank_) onCallerPaths = onCallerPaths && callerPieceBytes(*peers_[c.peer]) != 0;
+  }
   if (sent == 0 && received == 0) return 0;
-  const tune::Cost& link = model_.topology().fifo;
-  return link.alphaUs + static_cast<double>(std::max(sent, received)) * link.betaUsPerB;
+  const tune::Topology& t = model_.topology();
+  const double alphaUs = onCallerPaths ? t.oneShot.alphaUs : t.fifo.alphaUs;
+  const double betaUsPerB = onCallerPaths ? t.callerPath.betaUsPerB : t.fifo.betaUsPerB;
+  return alphaUs + static_cast<double>(std::max(sent, received)) * betaUsPerB;
 }
 
 }  // namespace coil

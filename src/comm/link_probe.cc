@@ -49,12 +49,15 @@ void Communicator::probeLinkAcrossHosts() {
       const P2pCall send{true, buffer.data(), bytes, coilUint8, other};
       const P2pCall recv{false, buffer.data(), bytes, coilUint8, other};
       const auto start = std::chrono::steady_clock::now();
+      // On the path the collectives take across hosts: the FIFOs where a
+      // host has several ranks, else tcp's express sockets.
+      const P2pPath path = P2pPath::kCollectives;
       if (rank_ == 0) {
-        pointToPoint({send});
-        pointToPoint({recv});
+        pointToPoint({send}, path);
+        pointToPoint({recv}, path);
       } else {
-        pointToPoint({recv});
-        pointToPoint({send});
+        pointToPoint({recv}, path);
+        pointToPoint({send}, path);
       }
       return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
           .count();
@@ -69,7 +72,7 @@ void Communicator::probeLinkAcrossHosts() {
     for (size_t bytes = 2 * kFirstBytes; bytes <= kLargestBytes; bytes *= 2) {
       uint8_t more = lastUs < kLongestTransferUs;
       const P2pCall decision{rank_ == 0, &more, 1, coilUint8, other};
-      pointToPoint({decision});
+      pointToPoint({decision}, P2pPath::kCollectives);
       if (!more) break;
       lastUs = roundTripUs(bytes) / 2;
       lastBytes = bytes;

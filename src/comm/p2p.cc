@@ -1,9 +1,13 @@
 // Point-to-point: coilSend/coilRecv, alone or as a group.
 //
 // All operations of a batch progress together: each pass over the batch
-// moves whatever slices can move without waiting (a free slot to send into,
-// a filled slot to read). Only when a whole pass moves nothing does the
-// thread back off (spin, then yield, then short sleeps). So any set of sends
+// moves whatever can move without waiting (a free slot to send into, a
+// filled slot to read, room in a socket, bytes arrived). Each message moves
+// on one of three paths (p2p_task.h): the FIFO slots, zero-copy between
+// registered buffers, or the caller-driven path where the peer's connection
+// has one (p2p_caller_path.h). Only when a whole pass moves nothing does the
+// thread back off (spin, then yield, then short sleeps, or a sleep in poll()
+// when every waiting message is on a caller-driven path). So any set of sends
 // and receives that matches up completes, in whatever order ranks listed
 // them: the classic "everyone sends first" ring cannot deadlock.
 //
@@ -35,39 +39,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rank_list.h"
-#include "transports/direct_io.h"
+#include "comm/p2p_caller_path.h"
+#include "comm/p2p_task.h"
 #include "reduce/reduce.h"
+#include "transports/direct_io.h"
 
 namespace coil {
-namespace {
-
-struct Task {
-  P2pCall call;
-  size_t bytes = 0;
-  size_t done = 0;
-  uint64_t tag = 0;
-  transport::Connection* conn = nullptr;
-  // The previous task of the batch on the same peer and direction; this one
-  // may touch the FIFO only once that one has finished. -1: none.
-  int after = -1;
-  // Large messages over a transport with a zero-copy path (direct_io.h):
-  // the sender first announces the message in the FIFO, one slot stamped
-  // like data that holds its byte count and whether it goes straight
-  // between the user buffers (the sender's buffer was registered) or
-  // through the slots after all. A receiver that expects another size, or
-  // no announcement, learns it from that slot as from any other.
-  transport::DirectIo* direct = nullptr;
-  bool useDirect = false;
-  uint64_t ticket = 0;
-  bool announced = false;
-  bool posted = false;
-  // Whether anything moved yet: an empty message is done once its empty
-  // slot has.
-  bool started = false;
-  bool finished() const { return started && done >= bytes; }
-};
-
-}  // namespace
 
 void* Communicator::registerBuffer(void* buffer, size_t bytes) {
   checkUsable();
@@ -97,15 +74,27 @@ void Communicator::deregisterBuffer(void* handle) {
   registrations_.erase(it);
 }
 
-void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
+size_t Communicator::callerPieceBytes(transport::Connection& conn) const {
+  // Where every rank has such a path to every peer, the model's piece:
+  // COIL_TUNE's caller= sets it for point-to-point as for the collectives,
+  // and caller=0 keeps both on the FIFOs. Elsewhere (shm inside each host,
+  // tcp across) each pair whose connection has one uses its largest
+  // message: tcp's express sockets exist at both ends of a tcp connection.
+  if (callerIoBytes_ != 0) return model_.callerPieceBytes();
+  const transport::CallerIo* io = conn.callerIo();
+  return io != nullptr ? io->callerIoMaxBytes() : 0;
+}
+
+void Communicator::pointToPoint(const std::vector<P2pCall>& calls, P2pPath path) {
   checkUsable();
-  std::vector<Task> tasks;
-  std::deque<Task*> selfSends, selfRecvs;
+  std::vector<P2pTask> tasks;
+  std::deque<P2pTask*> selfSends, selfRecvs;
   const Deadline deadline = deadline_.forCall(options_.timeoutMs);
   const int64_t startMs = deadline_.calledAtMs();  // the recorder's start time
   FlightRecorder::Batch record(flight_);
+  size_t onCallerPaths = 0;
   for (const P2pCall& c : calls) {
-    Task t;
+    P2pTask t;
     t.call = c;
     t.bytes = c.count * reduce::typeSize(c.type);
     uint32_t seq = c.isSend ? sendSeq_[c.peer]++ : recvSeq_[c.peer]++;
@@ -117,6 +106,10 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         t.bytes >= t.conn->directIo()->directFromBytes()) {
       t.direct = t.conn->directIo();
       t.useDirect = c.isSend && t.direct->registered(c.buffer, t.bytes);
+    } else if (t.conn != nullptr && (path == P2pPath::kFastest || callerIoBytes_ != 0) &&
+               (t.piece = callerPieceBytes(*t.conn)) != 0) {
+      t.callerIo = t.conn->callerIo();
+      ++onCallerPaths;
     }
     for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i)
       if (tasks[i].call.peer == c.peer && tasks[i].call.isSend == c.isSend) {
@@ -125,15 +118,18 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       }
     tasks.push_back(t);
   }
+  if (log::enabled(log::Level::Info, log::kColl))
+    COIL_INFO(kColl, "point-to-point: ", tasks.size(), " operation(s), ", onCallerPaths,
+              " on the caller-driven paths");
   // A rank sending to itself: pair its sends and receives in order and copy.
-  for (Task& t : tasks)
+  for (P2pTask& t : tasks)
     if (t.call.peer == rank_) (t.call.isSend ? selfSends : selfRecvs).push_back(&t);
   if (selfSends.size() != selfRecvs.size())
     fail(coilInvalidUsage, "a group sends ", selfSends.size(), " message(s) to this rank (", rank_,
          ") but receives ", selfRecvs.size(), " from it");
   for (size_t i = 0; i < selfSends.size(); ++i) {
-    Task* s = selfSends[i];
-    Task* r = selfRecvs[i];
+    P2pTask* s = selfSends[i];
+    P2pTask* r = selfRecvs[i];
     if (s->bytes != r->bytes)
       fail(coilInvalidUsage, "send to self of ", s->bytes, " bytes matched with a receive of ",
            r->bytes, " bytes");
@@ -144,22 +140,20 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
   }
 
   const size_t slice = sliceBytes_;
-  auto describe = [&](const Task& t) {
-    std::ostringstream os;
-    os << (t.call.isSend ? "send to rank " : "recv from rank ") << t.call.peer << " ("
-       << t.call.count << " x " << reduce::typeName(t.call.type) << ")";
-    return os.str();
-  };
   try {
     LinkClaim claim(*this);
     int idle = 0;
     bool peerGoneSeen = false;
     for (;;) {
       bool moved = false, pending = false;
-      for (Task& t : tasks) {
+      for (P2pTask& t : tasks) {
         if (t.finished()) continue;
         pending = true;
         if (t.after >= 0 && !tasks[t.after].finished()) continue;
+        if (t.callerIo != nullptr) {
+          moved |= moveOnCallerPath(t);
+          continue;
+        }
         if (t.direct != nullptr && !t.announced) {
           struct Announcement {
             uint64_t bytes;
@@ -234,8 +228,9 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       }
       // Nothing could move: check for failures, then back off.
       if (revokedOrAborted()) fail(coilRemoteError, "point-to-point: communicator aborted");
-      for (const Task& t : tasks) {
-        if (t.finished()) continue;
+      for (const P2pTask& t : tasks) {
+        // (A caller-driven path reports a closed peer itself.)
+        if (t.finished() || t.callerIo != nullptr) continue;
         const bool gone = t.call.isSend ? t.conn->sendFifo().consumerGone().has_value()
                                         : t.conn->recvFifo().producerGone().has_value();
         // A peer may publish its last slot and exit between our pass and
@@ -252,7 +247,7 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
         // Every operation still pending, and the ranks it waits for.
         std::string pending;
         std::vector<int> waitingFor;
-        for (const Task& t : tasks) {
+        for (const P2pTask& t : tasks) {
           if (t.finished()) continue;
           pending += (pending.empty() ? "" : "; ") + describe(t);
           if (std::find(waitingFor.begin(), waitingFor.end(), t.call.peer) == waitingFor.end())
@@ -264,8 +259,11 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls) {
       }
       ++idle;
       if (idle < 64) continue;
-      if (idle < 128) sched_yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 20 : 200));
+      if (idle < 128) {
+        sched_yield();
+      } else if (!awaitCallerPaths(tasks, std::clamp(deadline.remainingMs(), 1, kWaitSliceMs))) {
+        std::this_thread::sleep_for(std::chrono::microseconds(idle < 1024 ? 20 : 200));
+      }
     }
   } catch (const Error& e) {
     record.fail([&](size_t i) { return tasks[i].finished(); });

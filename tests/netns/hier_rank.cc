@@ -1,5 +1,5 @@
 // One rank of a multi-host all-reduce, all-gather, reduce-scatter,
-// broadcast and reduce check, started as a launcher starts it (RANK /
+// broadcast, reduce and point-to-point check, started as a launcher starts it (RANK /
 // WORLD_SIZE / MASTER_ADDR /
 // MASTER_PORT): every dtype (and op) at awkward counts, in and out of place,
 // against the independent reference (tests/harness/reference.h), with
@@ -159,9 +159,67 @@ int main() {
               std::fprintf(stderr, "rank %d: reduce %s %s count %zu root %d%s: element %zu wrong\n",
                            rank, nameOf(type), nameOf(op), count, root, how, at);
           }
+  // Point-to-point: every rank sends to and receives from every other in
+  // one group (peers on this host over shm, the others over tcp's
+  // caller-driven paths, in one batch), the sends posted first; then the
+  // same messages without a group, each pair in turn. Message p -> q of
+  // `count` int32 holds p's all-reduce input for the pair's own count.
+  size_t messages = 0;
+  auto message = [&](int from, int to, size_t count) {
+    return makeInput(coilInt32, coilSum, from * n + to, n * n, count);
+  };
+  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}, size_t{300007}}) {
+    std::vector<std::vector<uint8_t>> out(n), in(n);
+    coilGroupStart();
+    for (int q = 0; q < n; ++q)
+      if (q != rank) {
+        out[q] = message(rank, q, count);
+        coilSend(out[q].data(), count, coilInt32, q, comm, nullptr);
+      }
+    for (int q = 0; q < n; ++q)
+      if (q != rank) {
+        in[q].assign(count * 4 + 1, 0xA5);
+        coilRecv(in[q].data(), count, coilInt32, q, comm, nullptr);
+      }
+    if (coilGroupEnd() != coilSuccess) {
+      std::fprintf(stderr, "rank %d: exchange of %zu int32 with every rank failed: %s\n", rank,
+                   count, coilGetLastError(comm));
+      return 1;
+    }
+    for (int q = 0; q < n; ++q) {
+      if (q == rank) continue;
+      ++messages;
+      const size_t at = firstMismatch(coilInt32, in[q].data(), message(q, rank, count).data(), count);
+      if (at != SIZE_MAX && ++wrong <= 5)
+        std::fprintf(stderr, "rank %d: message of %zu int32 from rank %d: element %zu wrong\n",
+                     rank, count, q, at);
+    }
+    // Without a group: pair (a, b) with a < b exchanges in turn, a sending
+    // first, then receiving; b the other way round.
+    for (int a = 0; a < n; ++a)
+      for (int b = a + 1; b < n; ++b) {
+        if (rank != a && rank != b) continue;
+        const int peer = rank == a ? b : a;
+        const coilResult_t first = rank == a ? coilSend(out[peer].data(), count, coilInt32, peer, comm, nullptr)
+                                             : coilRecv(in[peer].data(), count, coilInt32, peer, comm, nullptr);
+        const coilResult_t second = rank == a ? coilRecv(in[peer].data(), count, coilInt32, peer, comm, nullptr)
+                                              : coilSend(out[peer].data(), count, coilInt32, peer, comm, nullptr);
+        if (first != coilSuccess || second != coilSuccess) {
+          std::fprintf(stderr, "rank %d: send and receive of %zu int32 with rank %d failed: %s\n",
+                       rank, count, peer, coilGetLastError(comm));
+          return 1;
+        }
+        ++messages;
+        const size_t at =
+            firstMismatch(coilInt32, in[peer].data(), message(peer, rank, count).data(), count);
+        if (at != SIZE_MAX && ++wrong <= 5)
+          std::fprintf(stderr, "rank %d: message of %zu int32 from rank %d (no group): element %zu wrong\n",
+                       rank, count, peer, at);
+      }
+  }
   coilCommDestroy(comm);
   std::printf("rank %d of %d: %zu all-reduces, %zu all-gathers, %zu reduce-scatters, "
-              "%zu broadcasts and reduces, %zu wrong\n",
-              rank, n, checked, gathered, scattered, rooted, wrong);
+              "%zu broadcasts and reduces, %zu messages, %zu wrong\n",
+              rank, n, checked, gathered, scattered, rooted, messages, wrong);
   return wrong ? 1 : 0;
 }

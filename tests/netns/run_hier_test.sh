@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The hierarchical all-reduce, all-gather, reduce-scatter, broadcast and
-# reduce across "hosts" made of network namespaces (each host's veth ends
+# reduce, and point-to-point messages, across "hosts" made of network namespaces (each host's veth ends
 # on a bridge in a hub namespace), several ranks per host: 2 x 2, 3 x 2, 2
 # hosts of 3 and 2 ranks (one host short a rank), and 2 x 2 with the ranks
 # dealt to the hosts in turn (0 and 2 on one, 1 and 3 on the other). Each
@@ -90,7 +90,17 @@ run_layout() {
   fi
   if [ $failed = 0 ]; then
     local how=${*:-the model chooses}
-    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7; r += $9; b += $11} END {print s " all-reduces, " g " all-gathers, " r " reduce-scatters and " b " broadcasts and reduces"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran)"
+    # Point-to-point batches ("point-to-point: N operation(s), M on the
+    # caller-driven paths"): rank 0 has peers on other hosts in every
+    # layout, so some of its messages must take tcp's express sockets.
+    local p2p
+    p2p=$(grep -ho "point-to-point: [0-9]* operation(s), [0-9]* on" "$logdir/err0" |
+      awk '{t += $2; c += $4} END {print c + 0 " of " t + 0}')
+    if [ "${p2p%% *}" = 0 ]; then
+      echo "FAIL: hosts of [$layout] ranks: no message of rank 0 took a caller-driven path ($p2p)"
+      status=1
+    fi
+    echo "hosts of [$layout] ranks, $how: $(grep -h "all-reduces" "$logdir"/out* | awk '{s += $5; g += $7; r += $9; b += $11; m += $15} END {print s " all-reduces, " g " all-gathers, " r " reduce-scatters, " b " broadcasts and reduces and " m " messages"}') checked on $world ranks, all right (rank 0's all-reduces ran: $ran; its point-to-point operations on caller-driven paths: $p2p)"
   else
     echo "FAIL: hosts of [$layout] ranks, $*"
     for ((q = 0; q < world; q++)); do cat "$logdir/out$q"; sed "s/^/  rank $q: /" "$logdir/err$q" | tail -5; done
