@@ -66,21 +66,73 @@ SendLink::~SendLink() { close(true); }
 void SendLink::push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag,
                     std::shared_ptr<CudaOp> copied) {
   std::exception_ptr refused;
+  const auto bytes = static_cast<int64_t>(data.numel() * data.element_size());
+  Message m{std::move(work), std::move(data), {tag, bytes}, std::move(copied)};
+  bool inline_ = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_ || closing_) {
       refused = broken_ ? broken_
                         : backendError("coil backend: send: the process group is shutting down");
+    } else if (!busy_ && queue_.empty() && !m.copied && bytes <= kInlineSendBytes &&
+               connected_.load() && !revoked_.load()) {
+      busy_ = inline_ = true;
     } else {
-      const auto bytes = static_cast<int64_t>(data.numel() * data.element_size());
-      queue_.push_back(Message{std::move(work), std::move(data), {tag, bytes}, std::move(copied)});
+      queue_.push_back(std::move(m));
     }
   }
   if (refused) {
-    work->complete(refused);
+    m.work->complete(refused);
+    return;
+  }
+  if (inline_) {
+    sendOne(m);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
+    }
+    cv_.notify_all();  // the link's thread: messages may have been queued meanwhile
     return;
   }
   cv_.notify_one();
+}
+
+bool SendLink::sendOne(Message& m) {
+  try {
+    if (m.copied && !waitForCopy(*m.copied, settings_.timeout, &revoked_))
+      C10_THROW_ERROR(DistBackendError,
+                      c10::str("coil backend: send to rank ", settings_.peer, ": ",
+                               revoked_.load() ? "the process group was aborted"
+                                               : c10::str("Timed out after ",
+                                                          settings_.timeout.count(),
+                                                          " ms waiting for the GPU to copy the "
+                                                          "CUDA tensor out (its stream had not "
+                                                          "reached the send)")));
+    if (comm_.load() == nullptr) connect();
+    coilComm_t comm = comm_.load();
+    TORCH_CHECK(comm != nullptr && !revoked_.load(),
+                "coil backend: send: the process group was aborted");
+    // The receiver is rank 1 of the pair.
+    std::vector<Transfer> transfers{Transfer{true, m.header, Elements{coilUint8, kHeaderBytes}, 1}};
+    if (m.header[1] > 0)
+      transfers.push_back(
+          Transfer{true, m.data.data_ptr(), Elements{coilUint8, static_cast<size_t>(m.header[1])}, 1});
+    runTransferGroup(transfers, comm);
+    m.work->complete(nullptr);
+    return true;
+  } catch (const c10::Error& e) {
+    std::exception_ptr error = backendError(c10::str(
+        "coil backend: send to rank ", settings_.peer,
+        " failed on the link to it (a 2-rank communicator, where it is rank 1): ",
+        e.what_without_backtrace()));
+    m.work->complete(error);
+    failQueued(error);
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    m.work->complete(error);
+    failQueued(error);
+  }
+  return false;
 }
 
 void SendLink::connect() {
@@ -88,8 +140,11 @@ void SendLink::connect() {
   check(coilGetUniqueId(&id), "coilGetUniqueId");
   announce_(id);
   const std::string what = c10::str("connecting for point-to-point to rank ", settings_.peer);
-  join(id, 0, c10::str(settings_.name, " p2p ", settings_.rank, "->", settings_.peer),
-       settings_.timeout.count(), settings_.timeout, comm_, revoked_, what);
+  // (comm_ is set as the join starts, for close() to revoke; inline sends
+  // wait for connected_.)
+  if (join(id, 0, c10::str(settings_.name, " p2p ", settings_.rank, "->", settings_.peer),
+           settings_.timeout.count(), settings_.timeout, comm_, revoked_, what))
+    connected_ = true;
 }
 
 void SendLink::loop() {
@@ -97,8 +152,10 @@ void SendLink::loop() {
     Message m;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      // (A caller sending inline holds the communicator until it is done.)
+      cv_.wait(lock, [&] { return !busy_ && (closing_ || !queue_.empty()); });
       if (queue_.empty()) {  // closing, and everything was sent
+        // (No caller sends inline any more: push refuses once closing_.)
         const bool broken = static_cast<bool>(broken_);
         lock.unlock();
         if (!broken) sayGoodbye();
@@ -106,42 +163,14 @@ void SendLink::loop() {
       }
       m = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
-    try {
-      if (m.copied && !waitForCopy(*m.copied, settings_.timeout, &revoked_))
-        C10_THROW_ERROR(DistBackendError,
-                        c10::str("coil backend: send to rank ", settings_.peer, ": ",
-                                 revoked_.load() ? "the process group was aborted"
-                                                 : c10::str("Timed out after ",
-                                                            settings_.timeout.count(),
-                                                            " ms waiting for the GPU to copy the "
-                                                            "CUDA tensor out (its stream had not "
-                                                            "reached the send)")));
-      if (comm_.load() == nullptr) connect();
-      coilComm_t comm = comm_.load();
-      TORCH_CHECK(comm != nullptr && !revoked_.load(),
-                  "coil backend: send: the process group was aborted");
-      // The receiver is rank 1 of the pair.
-      std::vector<Transfer> transfers{Transfer{true, m.header, Elements{coilUint8, kHeaderBytes}, 1}};
-      if (m.header[1] > 0)
-        transfers.push_back(
-            Transfer{true, m.data.data_ptr(), Elements{coilUint8, static_cast<size_t>(m.header[1])}, 1});
-      runTransferGroup(transfers, comm);
-      m.work->complete(nullptr);
-    } catch (const c10::Error& e) {
-      std::exception_ptr error = backendError(c10::str(
-          "coil backend: send to rank ", settings_.peer,
-          " failed on the link to it (a 2-rank communicator, where it is rank 1): ",
-          e.what_without_backtrace()));
-      m.work->complete(error);
-      failQueued(error);
-      return;
-    } catch (...) {
-      std::exception_ptr error = std::current_exception();
-      m.work->complete(error);
-      failQueued(error);
-      return;
+    const bool sent = sendOne(m);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      busy_ = false;
     }
+    if (!sent) return;
   }
 }
 
@@ -179,6 +208,8 @@ void SendLink::close(bool drain) {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // (The thread left its loop only once no caller was sending inline, and
+  // push starts none once closing_ is set: the communicator is free.)
   coilCommDestroy(comm_.exchange(nullptr));
 }
 

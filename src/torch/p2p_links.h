@@ -6,7 +6,8 @@
 //     It creates the communicator on the first message (as its rank 0,
 //     announcing the unique id through the Connector), then sends each
 //     message as a 16-byte header (tag, bytes) and the payload. A send
-//     completes when the peer's RecvLink has taken it.
+//     completes when the peer's RecvLink has taken it. A small message to
+//     an idle, connected link goes from the caller's thread (push).
 //   RecvLink (at the receiver): a thread that joins the communicator when
 //     the Connector hands it the id, then reads header after header and puts
 //     each payload where the Mailbox says.
@@ -67,8 +68,16 @@ class SendLink {
   /// stay as it is until then (a contiguous tensor; the caller's snapshot).
   /// `copied`, if set, is a CUDA send's copy into `data` (cuda_p2p.h): the
   /// link waits for it before sending.
+  ///
+  /// A host message of at most kInlineSendBytes to a link that is connected
+  /// and idle (nothing queued, nothing being sent) is sent by the calling
+  /// thread before push returns, as gloo's pairs write from the caller:
+  /// waking the link's thread cost a hand-off per message. It blocks only
+  /// until the bytes are in the socket or slots, which the peer's RecvLink
+  /// drains whatever its owner does.
   void push(c10::intrusive_ptr<CoilWork> work, at::Tensor data, int64_t tag,
             std::shared_ptr<CudaOp> copied = nullptr);
+  static constexpr int64_t kInlineSendBytes = 64 * 1024;
 
   /// drain: sends what is queued first (each within the timeout), for a
   /// shutdown; else revokes the communicator at once (abort) and fails the
@@ -83,6 +92,10 @@ class SendLink {
     std::shared_ptr<CudaOp> copied;
   };
   void loop();
+  /// Sends `m` on the connected communicator and completes its work; on a
+  /// failure completes it (and everything queued) with the error and
+  /// returns false: the link is broken from then on.
+  bool sendOne(Message& m);
   void connect();
   void sayGoodbye() noexcept;
   void failQueued(std::exception_ptr error);
@@ -92,9 +105,13 @@ class SendLink {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Message> queue_;
+  // A thread is using the communicator (the link's, or a caller sending
+  // inline): coil calls on one communicator must not overlap.
+  bool busy_ = false;
   bool closing_ = false;
   std::exception_ptr broken_;     // set once the link failed: every later send fails with it
   std::atomic<coilComm_t> comm_{nullptr};
+  std::atomic<bool> connected_{false};  // comm_ has finished joining
   std::atomic<bool> revoked_{false};
   std::thread thread_;
 };

@@ -150,6 +150,22 @@ def worker(rank, world, port):
             expect_equal(f"{name} tag {tag} message {what}", t, data(peer, rank, what, 3))
     case("in order within a tag", on_pairs(tags_fifo))
 
+    # In order within a tag when sizes alternate: a small message sent while
+    # a large one before it is still going out must not overtake it (small
+    # ones to an idle link leave from the caller's thread, p2p_links.h).
+    def sizes_alternate(name, group, peer):
+        sizes = [LARGE, 7, 1, LARGE // 2 + 1, 3, 5]
+        sends = [dist.isend(data(rank, peer, what, n), peer, group=group, tag=4)
+                 for what, n in enumerate(sizes)]
+        got = [torch.zeros(n) for n in sizes]
+        for t in got:
+            dist.recv(t, peer, group=group, tag=4)
+        for w in sends:
+            w.wait()
+        for what, t in enumerate(got):
+            expect_equal(f"{name} message {what}", t, data(peer, rank, what, sizes[what]))
+    case("in order within a tag, large and small alternating", on_pairs(sizes_alternate))
+
     # batch_isend_irecv with two sends and two receives on one peer.
     def batch_two_each(name, group, peer):
         got = [torch.zeros(9), torch.zeros(LARGE // 4)]
