@@ -6,7 +6,8 @@
 // the waiting caller's. For a small collective that is most of its latency;
 // for a large one the slot copies on both sides are. The FIFO one-shot
 // (fifo_oneshot.h) and every FIFO program (caller_path_executor.h) run here
-// where every peer has such a path.
+// where every peer has such a path; point-to-point messages
+// (src/comm/p2p_caller_path.h) wherever their peer's connection has one.
 // A connection that implements CallerIo also carries a separate message path
 // (for tcp: one more socket per peer) that no helper thread ever touches:
 // the caller sends, polls and sleeps on it directly, like a blocking socket

@@ -14,10 +14,11 @@
 // Sends and receives between two ranks match in order. Each direction of
 // each pair keeps its own sequence number, stamped on every slot, so a
 // count mismatch is reported rather than silently misread. Operations of a
-// batch on the same (peer, direction) share one FIFO, so they go through it
-// one after another, in the order they were issued: a second receive from a
-// peer must not peek at a slot of the first (torch's batch_isend_irecv of a
-// two-rank ring puts two sends and two receives on one peer).
+// batch on the same (peer, direction) share one FIFO (or caller-driven
+// path), so they go through it one after another, in the order they were
+// issued: a second receive from a peer must not peek at a slot of the
+// first (torch's batch_isend_irecv of a two-rank ring puts two sends and
+// two receives on one peer).
 //
 // An empty message is still a message: it moves one empty slot, stamped
 // like the others. So the message after it waits for the one before it
@@ -30,17 +31,16 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <sstream>
 #include <thread>
 
 #include "algorithms/failure_notice.h"
 #include "algorithms/fingerprint.h"
 #include "comm/communicator.h"
+#include "comm/p2p_caller_path.h"
+#include "comm/p2p_task.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/rank_list.h"
-#include "comm/p2p_caller_path.h"
-#include "comm/p2p_task.h"
 #include "reduce/reduce.h"
 #include "transports/direct_io.h"
 

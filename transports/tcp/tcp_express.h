@@ -1,14 +1,15 @@
 // The express path of a tcp connection: one extra socket per peer that only
 // the calling thread drives (transports/caller_io.h): the one-shot's
-// messages, and every FIFO program's pieces (caller_path_executor.h).
+// messages, every FIFO program's pieces (caller_path_executor.h), and the
+// point-to-point messages' pieces (src/comm/p2p_caller_path.h).
 //
 // The proxy thread never polls it, so a message on it wakes nobody but the
 // thread that waits for it. Wire format: one frame per message, an
 // ExpressHeader (the FIFO sockets' FrameHeader, padded to 64 bytes) then the
 // payload, validated before use. A small message arrives with one recv():
 // the header and whatever follows land in a staging buffer, and bytes that
-// belong to the next message (a peer may run one call ahead) stay there for
-// it.
+// belong to the next message (a peer may run a call, or several sends,
+// ahead) stay there for it.
 //
 // Used by one thread at a time (the communicator's caller); shutdown() may
 // come from any thread.
