@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Tune, TcpPaths,
 class PeerDiesDuringAReceive : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(PeerDiesDuringAReceive, TheReceiverGetsRemoteErrorPromptly) {
-  const auto [transport, withSend] = GetParam();
+  const std::string transport = std::get<0>(GetParam());
+  const bool withSend = std::get<1>(GetParam());  // (a lambda below uses it: no structured binding)
   runRanksRaw({2, Launch::Processes, transport}, [&](const coilUniqueId& id, int rank) {
     coilComm_t comm = initWithTimeout(id, 2, rank, 60000);
     ASSERT_NE(comm, nullptr);
