@@ -36,16 +36,24 @@ namespace coil::algo {
        " may be stuck, slower, or in a different call");
 }
 
-/// Checks a message that arrived from `peer`: it must carry the call's tag
-/// (else another collective sent it) and `expected` bytes (else the ranks
-/// passed different counts).
-inline void checkArrival(const Call& call, int peer, uint64_t tag, size_t got, size_t expected) {
-  if (tag != call.tag)
-    fail(coilInvalidUsage, call.description(), ": mismatched collective with rank ", peer, ": ",
-         explainMismatch(tag, call.tag));
+/// Checks a message that arrived from `peer` for the operation `what()`
+/// names (built only on a failure): it must carry `expectedTag` (else
+/// another operation sent it) and `expected` bytes (else the ranks passed
+/// different counts).
+template <typename What>
+void checkMessage(What&& what, int peer, uint64_t tag, uint64_t expectedTag, size_t got,
+                  size_t expected) {
+  if (tag != expectedTag)
+    fail(coilInvalidUsage, what(), ": mismatched collective with rank ", peer, ": ",
+         explainMismatch(tag, expectedTag));
   if (got != expected)
-    fail(coilInvalidUsage, call.description(), ": rank ", peer, " sent ", got, " bytes where ",
-         expected, " were expected: the ranks passed different counts");
+    fail(coilInvalidUsage, what(), ": rank ", peer, " sent ", got, " bytes where ", expected,
+         " were expected: the ranks passed different counts");
+}
+
+/// checkMessage for a collective call's message.
+inline void checkArrival(const Call& call, int peer, uint64_t tag, size_t got, size_t expected) {
+  checkMessage([&] { return call.description(); }, peer, tag, call.tag, got, expected);
 }
 
 class CallerIoWait {

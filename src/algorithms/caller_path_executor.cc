@@ -42,8 +42,7 @@ size_t CallerPathExecutor::largestPiece(const std::vector<transport::Connection*
 
 CallerPathExecutor::CallerPathExecutor(const std::vector<transport::Connection*>& peers,
                                        const Call& call, int spinUs, bool yield)
-    : peers_(peers),
-      call_(call),
+    : call_(call),
       wait_(call, spinUs, yield),
       esize_(call.elementBytes),
       pieceElems_(std::max<size_t>(1, call.chunkElems)),

@@ -102,7 +102,6 @@ class CallerPathExecutor final : public Primitives {
   template <typename Done>
   void waitUntil(Done&& done);
 
-  const std::vector<transport::Connection*>& peers_;
   const Call& call_;
   CallerIoWait wait_;
   const size_t esize_;

@@ -229,9 +229,9 @@ class Communicator {
   void runRootedOneShot(const algo::Call& call, uint64_t agreementTag);
   bool runDirect(const algo::Call& call, tune::Algo algorithm);
   // The piece a point-to-point message to the peer of `conn` moves in on
-  // its caller-driven path; 0: it moves through the FIFOs (p2p_task.h).
-  // The same at both ends of a pair.
-  size_t callerPieceBytes(transport::Connection& conn) const;
+  // its caller-driven path, taking `path`; 0: it moves through the FIFOs
+  // (p2p_task.h). The same at both ends of a pair.
+  size_t callerPieceBytes(transport::Connection& conn, P2pPath path) const;
 
   struct PreMulSum {
     coilDataType_t type;

@@ -29,7 +29,8 @@ double Communicator::estimateUs(const std::vector<P2pCall>& calls) const {
   bool onCallerPaths = true;
   for (const P2pCall& c : calls) {
     (c.isSend ? sent : received) += c.count * reduce::typeSize(c.type);
-    if (c.peer != rank_) onCallerPaths = onCallerPaths && callerPieceBytes(*peers_[c.peer]) != 0;
+    if (c.peer != rank_)
+      onCallerPaths = onCallerPaths && callerPieceBytes(*peers_[c.peer], P2pPath::kFastest) != 0;
   }
   if (sent == 0 && received == 0) return 0;
   const tune::Topology& t = model_.topology();

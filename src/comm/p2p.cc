@@ -74,13 +74,15 @@ void Communicator::deregisterBuffer(void* handle) {
   registrations_.erase(it);
 }
 
-size_t Communicator::callerPieceBytes(transport::Connection& conn) const {
+size_t Communicator::callerPieceBytes(transport::Connection& conn, P2pPath path) const {
   // Where every rank has such a path to every peer, the model's piece:
   // COIL_TUNE's caller= sets it for point-to-point as for the collectives,
   // and caller=0 keeps both on the FIFOs. Elsewhere (shm inside each host,
-  // tcp across) each pair whose connection has one uses its largest
-  // message: tcp's express sockets exist at both ends of a tcp connection.
+  // tcp across) the collectives take the FIFOs; for the fastest path, each
+  // pair whose connection has one uses its largest message: tcp's express
+  // sockets exist at both ends of a tcp connection.
   if (callerIoBytes_ != 0) return model_.callerPieceBytes();
+  if (path == P2pPath::kCollectives) return 0;
   const transport::CallerIo* io = conn.callerIo();
   return io != nullptr ? io->callerIoMaxBytes() : 0;
 }
@@ -106,10 +108,12 @@ void Communicator::pointToPoint(const std::vector<P2pCall>& calls, P2pPath path)
         t.bytes >= t.conn->directIo()->directFromBytes()) {
       t.direct = t.conn->directIo();
       t.useDirect = c.isSend && t.direct->registered(c.buffer, t.bytes);
-    } else if (t.conn != nullptr && (path == P2pPath::kFastest || callerIoBytes_ != 0) &&
-               (t.piece = callerPieceBytes(*t.conn)) != 0) {
-      t.callerIo = t.conn->callerIo();
-      ++onCallerPaths;
+    } else if (t.conn != nullptr) {
+      t.piece = callerPieceBytes(*t.conn, path);
+      if (t.piece != 0) {
+        t.callerIo = t.conn->callerIo();
+        ++onCallerPaths;
+      }
     }
     for (int i = static_cast<int>(tasks.size()) - 1; i >= 0; --i)
       if (tasks[i].call.peer == c.peer && tasks[i].call.isSend == c.isSend) {

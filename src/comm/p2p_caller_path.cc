@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "algorithms/fingerprint.h"
+#include "algorithms/caller_io_wait.h"
 #include "core/error.h"
 
 namespace coil {
@@ -22,7 +22,8 @@ bool moveOnCallerPath(P2pTask& t) {
     // (An empty message's buffer may be NULL, as NCCL allows; the path
     // still needs somewhere to complete an empty receive.)
     static uint8_t emptyTarget;
-    auto* at = t.call.buffer != nullptr ? static_cast<uint8_t*>(t.call.buffer) + t.done : &emptyTarget;
+    auto* at =
+        t.call.buffer != nullptr ? static_cast<uint8_t*>(t.call.buffer) + t.done : &emptyTarget;
     if (t.call.isSend) io.beginSend(at, n, t.tag);
     else io.beginRecv(at, n, t.tag);
     t.inFlight = n;
@@ -33,14 +34,8 @@ bool moveOnCallerPath(P2pTask& t) {
   size_t got = 0;
   uint64_t tag = 0;
   if (t.call.isSend ? !io.sendComplete() : !io.recvComplete(&got, &tag)) return moved;
-  if (!t.call.isSend) {
-    if (tag != t.tag)
-      fail(coilInvalidUsage, describe(t), ": mismatched collective with rank ", t.call.peer, ": ",
-           algo::explainMismatch(tag, t.tag));
-    if (got != t.inFlight)
-      fail(coilInvalidUsage, describe(t), ": rank ", t.call.peer, " sent a message of ", got,
-           " bytes where ", t.inFlight, " were expected: the counts differ");
-  }
+  if (!t.call.isSend)
+    algo::checkMessage([&] { return describe(t); }, t.call.peer, tag, t.tag, got, t.inFlight);
   t.done += t.inFlight;
   t.begun = false;
   t.started = true;
@@ -52,7 +47,8 @@ bool awaitCallerPaths(const std::vector<P2pTask>& tasks, int ms) {
   for (const P2pTask& t : tasks) {
     if (t.finished() || (t.after >= 0 && !tasks[t.after].finished())) continue;
     if (t.callerIo == nullptr) return false;
-    if (std::find(group.begin(), group.end(), t.callerIo) == group.end()) group.push_back(t.callerIo);
+    if (std::find(group.begin(), group.end(), t.callerIo) == group.end())
+      group.push_back(t.callerIo);
   }
   if (group.empty()) return false;
   group.front()->awaitAny(group, ms);
