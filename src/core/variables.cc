@@ -116,6 +116,7 @@ constexpr Variable kVariables[] = {
     path(kTorch, "COIL_TORCH_VENV", "the venv tools/lib/torch-venv.sh makes and meson tries"),
 
     // The repository's tests, benchmarks and scripts (documented where read).
+    path(kDevelopment, "COIL_ONECCL_PREFIX", "where tools/lib/oneccl-prefix.sh puts oneCCL and meson looks"),
     text(kDevelopment, "COIL_TEST_TRANSPORTS", "tests/harness: transports the rank tests run over"),
     integer(kDevelopment, "COIL_TEST_SHORT_TIMEOUT_MS", 1, INT32_MAX,
             "faults_test: TimeoutWhenAPeerNeverCalls's timeout (500 ms)"),

@@ -94,7 +94,8 @@ coil_configure() {
 }
 
 # coil_configure_sanitizer DIR: meson setup of the sanitizer leg's build
-# directory (tools/run-tests --sanitize). No CUDA, torch or benchmarks: none
+# directory (tools/run-tests --sanitize). No CUDA, torch, benchmarks or the
+# oneCCL baseline (a prebuilt archive, not built with the sanitizers): none
 # of them runs in that leg's suites (no GPU here), and nvcc's kernels alone
 # took 2+ minutes to build. clang: it built this leg's sources in 23% less
 # time than g++ (four of the largest, same flags, 51 s against 66 s). -O1
@@ -115,7 +116,7 @@ coil_configure_sanitizer() {
   CC=clang CXX=clang++ meson setup "${setup[@]}" "$dir" --buildtype=plain \
     -Doptimization=1 -Ddebug=false \
     -Db_sanitize=address,undefined -Db_lundef=false -Dtorch=disabled -Dbenchmarks=disabled \
-    -Dcuda=disabled \
+    -Dcuda=disabled -Doneccl=disabled \
     "-Dcpp_args=-fno-sanitize-recover=undefined -g1" "-Dc_args=-fno-sanitize-recover=undefined -g1"
 }
 
