@@ -15,7 +15,8 @@
 // CCL_WORKER_OFFLOAD=0 (configureOneCcl says why). A variable already set
 // in the environment wins, and the header's transport line shows the
 // values used. oneCCL's other settings are its defaults. Its MPI ATL
-// needs Intel MPI, which is not used here.
+// needs Intel MPI and its launcher; a spot check with it was no faster
+// (docs/performance.md, section 4.15).
 //
 // Flags, output columns, JSON and result checking are coil_perf's
 // (baseline_sweep.h).
@@ -43,7 +44,7 @@ void configureOneCcl(const std::string& transport) {
   setDefault("FI_TCP_IFACE", "lo");
   // oneCCL's default hands each operation to a worker thread pinned to a
   // core; with two ranks on two cores every all-reduce then took 8-17 ms
-  // (8 B to 32 KiB, 2026-12-06), against 8-35 us when the caller's thread
+  // (8 B to 32 KiB, 2026-12-06), against 7-35 us when the caller's thread
   // drives it. The caller's thread, as coil and Gloo do.
   setDefault("CCL_WORKER_OFFLOAD", "0");
   setDefault("CCL_KVS_IFACE", "lo");
