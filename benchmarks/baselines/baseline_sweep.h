@@ -2,8 +2,8 @@
 // every result checked) over another library, for the baselines gloo_perf
 // and oneccl_perf: their flags, the forked ranks, the table and the JSON
 // are this file's, so the two read and parse as coil_perf does. A baseline
-// supplies only how its ranks connect (BaselineConnect) and its all-reduce
-// (BaselineRank).
+// supplies only how its ranks connect (BaselineTool::connect) and its
+// all-reduce (BaselineRank).
 #pragma once
 
 #include <cstddef>
