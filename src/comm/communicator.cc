@@ -218,7 +218,10 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
               topology.transport, "): the cost model chooses instead");
   sendSeq_.assign(static_cast<size_t>(nranks), 0);
   recvSeq_.assign(static_cast<size_t>(nranks), 0);
-  if (model_.params().probeLink && nranks > 1) probeLinkAcrossHosts();  // rank 0's choice
+  if (model_.params().probeLink && nranks > 1) {  // rank 0's choice
+    if (borrowsLinks_) adoptParentsLink();
+    else probeLinkAcrossHosts();
+  }
   COIL_INFO(kInit, "rank ", rank, "/", nranks, " ready (slice ", sliceBytes_ / 1024, " KiB, ",
             slicesPerChunk_, " slices per chunk)");
 }
@@ -394,6 +397,7 @@ void Communicator::borrowLinks(SharedLinks share) {
     fail(coilInternalError, "shared links describe ", share.linkOf.size(),
          " ranks, this communicator has ", nranks_);
   links_ = std::move(share.lease);
+  borrowsLinks_ = true;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     const int index = share.linkOf[p];

@@ -204,6 +204,9 @@ class Communicator {
   /// Rank 0 and the first rank of another host time their link; every rank
   /// then adopts the α and β rank 0 derived (link_probe.cc). Collective.
   void probeLinkAcrossHosts();
+  /// A child on its parent's links: the parent's measurement of the link
+  /// across hosts, if it made one (link_probe.cc).
+  void adoptParentsLink();
   [[noreturn]] void breakWith(const Error& e);
   // Sends `message` as a failure notice to every peer whose FIFO has room
   // (failure_notice.h), and waits up to 100 ms for tcp to send them.
@@ -246,6 +249,7 @@ class Communicator {
   std::string label_;
   std::unique_ptr<Bootstrap> bootstrap_;
   LinkLease links_;                            // transports and connections
+  bool borrowsLinks_ = false;                  // links_ is a parent's (splitShare=1)
   std::vector<int> linkOf_;                    // by rank: index in links_; -1 for self
   std::vector<transport::Connection*> peers_;  // by rank; nullptr for self
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)

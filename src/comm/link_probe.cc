@@ -15,6 +15,12 @@
 // 16 MiB): about 0.1 s on a 1 Gbit/s link, a few ms on a fast one, only on
 // the two ranks that probe. COIL_LINK_PROBE=0, COIL_TUNE or COIL_TUNE_FILE
 // turn it off (a calibration file is the better measurement).
+//
+// A child of coilCommSplit that borrows its parent's links (splitShare=1)
+// does not probe: its parent may be running operations on those links while
+// a non-blocking child joins (a probe there failed both with "the link is in
+// use"). The link is the parent's, so the child adopts the parent's
+// measurement, which every rank keeps with the links (LinkSet).
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -38,6 +44,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 void Communicator::probeLinkAcrossHosts() {
+  LinkSet::MeasuredLink measured;
   int peer = -1;
   for (int r = 0; r < nranks_ && peer < 0; ++r)
     if (hostOfRank_[r] != hostOfRank_[0]) peer = r;
@@ -78,22 +85,37 @@ void Communicator::probeLinkAcrossHosts() {
       lastBytes = bytes;
     }
     if (rank_ == 0) {
-      const double alpha = median(small);
-      const double beta = lastBytes > kFirstBytes
-                              ? std::max(0.0, (lastUs - firstUs) / double(lastBytes - kFirstBytes))
-                              : firstUs / double(kFirstBytes);
+      measured.alphaUs = median(small);
+      measured.betaUsPerB =
+          lastBytes > kFirstBytes ? std::max(0.0, (lastUs - firstUs) / double(lastBytes - kFirstBytes))
+                                  : firstUs / double(kFirstBytes);
       const std::string how = "the link to rank " + std::to_string(peer) + " measured at init";
-      model_.setMeasuredLink(alpha, beta, how);
-      COIL_INFO(kTune, "link to rank ", peer, " (another host): alpha ", alpha, " us, beta ", beta,
-                " us/B (", beta > 0 ? 1.0 / beta / 1000.0 : 0.0, " GB/s), from ", lastBytes >> 10,
-                " KiB transfers of ", lastUs, " us; the FIFO algorithms' costs are now these");
+      model_.setMeasuredLink(measured.alphaUs, measured.betaUsPerB, how);
+      COIL_INFO(kTune, "link to rank ", peer, " (another host): alpha ", measured.alphaUs,
+                " us, beta ", measured.betaUsPerB, " us/B (",
+                measured.betaUsPerB > 0 ? 1.0 / measured.betaUsPerB / 1000.0 : 0.0, " GB/s), from ",
+                lastBytes >> 10, " KiB transfers of ", lastUs,
+                " us; the FIFO algorithms' costs are now these");
     }
   }
-  // Every rank adopts rank 0's parameters, measured link included.
-  std::vector<tune::ModelParams> all(static_cast<size_t>(nranks_));
-  all[rank_] = model_.params();
-  bootstrap_->allGather(all.data(), sizeof(tune::ModelParams));
-  model_.adopt(all[0]);
+  // Every rank adopts rank 0's parameters, measured link included, and
+  // keeps the measurement with its links for the children that borrow them.
+  struct Record {
+    tune::ModelParams params;
+    LinkSet::MeasuredLink link;
+  };
+  std::vector<Record> all(static_cast<size_t>(nranks_));
+  all[rank_] = {model_.params(), measured};
+  bootstrap_->allGather(all.data(), sizeof(Record));
+  model_.adopt(all[0].params);
+  if (peer >= 0) links_->setMeasuredLink(all[0].link);
+}
+
+void Communicator::adoptParentsLink() {
+  const std::optional<LinkSet::MeasuredLink>& link = links_->measuredLink();
+  if (!link) return;  // the parent did not measure: no probe over links it may be using
+  model_.setMeasuredLink(link->alphaUs, link->betaUsPerB,
+                         "the link the parent communicator measured at init");
 }
 
 }  // namespace coil

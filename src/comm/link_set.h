@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transports/transport.h"
@@ -61,6 +62,17 @@ class LinkSet {
   /// True once close(index) was called by any user.
   bool closed(int index) const { return slots_[index].closed.load(std::memory_order_acquire); }
 
+  /// The link across hosts as the owner measured it at init
+  /// (comm/link_probe.cc), for the children that borrow the set: they adopt
+  /// it instead of probing over links their parent may be using. Set once,
+  /// before any child borrows the set.
+  struct MeasuredLink {
+    double alphaUs = 0;
+    double betaUsPerB = 0;
+  };
+  void setMeasuredLink(const MeasuredLink& link) { measured_ = link; }
+  const std::optional<MeasuredLink>& measuredLink() const { return measured_; }
+
  private:
   friend class LinkLease;
   void join();
@@ -77,6 +89,7 @@ class LinkSet {
   std::vector<Slot> slots_;
   std::atomic<int> users_{0};
   std::atomic<bool> everShared_{false};
+  std::optional<MeasuredLink> measured_;
 };
 
 /// One communicator's use of a LinkSet: counts as a user for its lifetime.

@@ -72,6 +72,7 @@ constexpr Variable kVariables[] = {
     text(kLibrary, "COIL_SECRET", "key material for a fixed root"),
     path(kLibrary, "COIL_SECRET_FILE", "per-user secret file (absolute path, or none)"),
     text(kLibrary, "COIL_SOCKET_IFNAME", "network interface for the bootstrap and tcp"),
+    text(kLibrary, "COIL_HOSTID", "this rank's host, for shm: ranks with other ids are other hosts"),
     // tcp.
     integer(kLibrary, "COIL_NSOCKS", 1, 16, "TCP sockets per peer"),
     integer(kLibrary, "COIL_TCP_SLOTS", 1, kMaxFifoSlots, "TCP FIFO depth (power of two)"),

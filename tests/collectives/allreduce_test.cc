@@ -139,7 +139,7 @@ AlgoSetup algoSetup(int n, Launch launch, const std::string& transport, const ch
 
 std::vector<AlgoSetup> setups(Launch launch) {
   std::vector<AlgoSetup> out;
-  for (const std::string& transport : testedTransports())
+  for (const std::string& transport : testedTransports(launch))
     for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back(algoSetup(n, launch, transport, ""));
   // Each direct algorithm forced: one-shot and slice through the shared
   // window (shm), one-shot through tcp's caller-driven path, and through

@@ -338,7 +338,7 @@ TEST_P(Collectives, SplitIntoOddAndEvenAndUseBothAtOnce) {
 
 std::vector<Setup> setups(Launch launch) {
   std::vector<Setup> out;
-  for (const std::string& transport : testedTransports())
+  for (const std::string& transport : testedTransports(launch))
     for (int n : {1, 2, 3, 5, 8})
       for (const char* algo : {"", "allreduce:tree,broadcast:tree,reduce:tree",
                                "allreduce:ring,broadcast:ring,reduce:chain",

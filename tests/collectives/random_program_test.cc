@@ -1,5 +1,6 @@
 // Random programs (harness/random_program.h) on host buffers: 2-7 ranks,
-// threads and processes, shm and tcp; 3 programs per setup. A failure
+// threads and processes, shm and tcp (and, as processes, two hosts: shm
+// inside each, tcp across); 3 programs per setup. A failure
 // names its seed; COIL_PROGRAM_SEED=<seed> runs that program alone,
 // COIL_PROGRAMS=<k> runs k programs per setup.
 #include <gtest/gtest.h>
@@ -34,7 +35,8 @@ TEST_P(RandomPrograms, EveryCallOfTheProgramMatchesTheReference) {
   // every time, so that a failure in CI comes back here.
   const uint64_t base = static_cast<uint64_t>(setup.nranks) * 1000 +
                         (setup.launch == Launch::Threads ? 0 : 100) +
-                        (setup.transport == "tcp" ? 10000 : 0);
+                        (setup.transport == "tcp" ? 10000 : 0) +
+                        (setup.transport == kTwoHosts ? 20000 : 0);
   for (uint64_t seed : programs::seedsFrom(base, 3)) {
     const programs::Program program = programs::drawProgram(seed);
     SCOPED_TRACE(::testing::Message() << "COIL_PROGRAM_SEED=" << seed);
@@ -48,7 +50,7 @@ TEST_P(RandomPrograms, EveryCallOfTheProgramMatchesTheReference) {
 
 std::vector<RankSetup> setups(Launch launch) {
   std::vector<RankSetup> out;
-  for (const std::string& transport : testedTransports())
+  for (const std::string& transport : testedTransports(launch))
     for (int n : {2, 3, 4, 5, 7}) out.push_back({n, launch, transport});
   return out;
 }

@@ -34,6 +34,15 @@ std::vector<std::string> testedTransports() {
   return names;
 }
 
+std::vector<std::string> testedTransports(Launch launch) {
+  std::vector<std::string> names = testedTransports();
+  if (launch == Launch::Processes && std::getenv("COIL_TEST_TRANSPORTS") == nullptr)
+    names.push_back(kTwoHosts);
+  return names;
+}
+
+int hostOf(int rank, int nranks) { return nranks < 2 ? 0 : rank * 2 / nranks; }
+
 std::string paramName(const RankSetup& s) {
   return (s.transport.empty() ? std::string("auto") : s.transport) + "_" +
          (s.launch == Launch::Threads ? "threads" : "procs") + "_" + std::to_string(s.nranks);
@@ -146,10 +155,12 @@ void runThreads(const RankSetup& setup, const RawRankBody& body) {
 }
 
 // A rank's process: its gtest failures leave through its exit status.
-[[noreturn]] void runChild(ForkedRanks& forked, const RawRankBody& body) {
+[[noreturn]] void runChild(ForkedRanks& forked, const RankSetup& setup, const RawRankBody& body) {
   coilUniqueId id;
   if (forked.receive(&id, sizeof id) != ForkedRanks::Handover::Received)
     ForkedRanks::exitChild(2);  // the parent could not make an id
+  if (setup.transport == kTwoHosts)
+    setenv("COIL_HOSTID", ("host" + std::to_string(hostOf(forked.rank(), setup.nranks))).c_str(), 1);
   int status = 0;
   try {
     body(id, forked.rank());
@@ -167,7 +178,7 @@ void runThreads(const RankSetup& setup, const RawRankBody& body) {
 // fork as well (core/fork_guard.h).
 void runProcesses(const RankSetup& setup, const RawRankBody& body) {
   ForkedRanks forked(0, setup.nranks);
-  if (forked.isChild()) runChild(forked, body);
+  if (forked.isChild()) runChild(forked, setup, body);
   for (pid_t pid : forked.pids()) noteForkedRank(pid);
   coilUniqueId id;
   if (coilGetUniqueId(&id) == coilSuccess) {
@@ -197,7 +208,12 @@ void runRanksRaw(const RankSetup& setup, const RawRankBody& body) {
   // Tests talk over loopback only (unless the caller chose an interface).
   const char* ifname = std::getenv("COIL_SOCKET_IFNAME");
   ScopedEnv loopback("COIL_SOCKET_IFNAME", ifname ? ifname : "lo");
-  ScopedEnv transport("COIL_TRANSPORT", setup.transport);
+  // Two hosts: coil's own choice of transport per peer.
+  ScopedEnv transport("COIL_TRANSPORT", setup.transport == kTwoHosts ? "" : setup.transport);
+  if (setup.transport == kTwoHosts && setup.launch == Launch::Threads) {
+    ADD_FAILURE() << kTwoHosts << " needs ranks as processes (COIL_HOSTID is per process)";
+    return;
+  }
   if (setup.launch == Launch::Threads) runThreads(setup, body);
   else runProcesses(setup, body);
 }

@@ -27,7 +27,7 @@ enum class Launch { Threads, Processes };
 struct RankSetup {
   int nranks;
   Launch launch;
-  std::string transport;  // "shm", "tcp", or "" (coil's own choice)
+  std::string transport;  // "shm", "tcp", kTwoHosts, or "" (coil's own choice)
   int timeoutSeconds = 180;
 };
 
@@ -36,6 +36,16 @@ struct RankSetup {
 /// a guest that has RDMA devices). Test names carry the transport, so a
 /// gtest filter can pick one.
 std::vector<std::string> testedTransports();
+
+/// A RankSetup transport: the ranks as processes on two "hosts" of this
+/// machine (COIL_HOSTID: ranks [0, n/2) on one, the rest on the other),
+/// with coil's own choice per peer: shm inside each host, tcp across.
+inline constexpr const char* kTwoHosts = "twohosts";
+/// The host kTwoHosts puts `rank` of `nranks` on (0 or 1).
+int hostOf(int rank, int nranks);
+/// testedTransports(), and for processes kTwoHosts as well (unless
+/// COIL_TEST_TRANSPORTS names the list).
+std::vector<std::string> testedTransports(Launch launch);
 
 std::ostream& operator<<(std::ostream& os, const RankSetup& s);
 /// "tcp_procs_5" — for parametrized test names.
