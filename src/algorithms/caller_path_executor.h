@@ -27,6 +27,18 @@
 //   - drain() waits until every send has left; the collective driver calls
 //     it before the call returns (the caller may then reuse its buffers).
 // Every wait is CallerIoWait's: deadline, abort flag, stall probe.
+//
+// Links of both kinds (shm inside each host, tcp across). The peers with no
+// caller-driven path are reached through their FIFOs, slice by slice, as
+// the FIFO executor does (it lends its slice steps), so a communicator over
+// several hosts sends across them on the express sockets and not through
+// tcp's proxy. A primitive whose links are all FIFOs is the FIFO
+// executor's; one that joins the two kinds moves a piece at a time: the
+// piece is then whole FIFO slices (the call's chunk, a multiple of the
+// slice), so the two ends of every FIFO link cut the data alike whichever
+// primitive each runs. A FIFO wait also advances the sends in flight, each
+// time it wakes from a sleep slice (SendsAdvance), so a rank waiting for a
+// peer on its host never holds back a message a peer across needs.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +47,7 @@
 
 #include "algorithms/call.h"
 #include "algorithms/caller_io_wait.h"
+#include "algorithms/fifo_executor.h"
 #include "algorithms/primitives.h"
 #include "reduce/reduce.h"
 #include "transports/caller_io.h"
@@ -48,8 +61,10 @@ class CallerPathExecutor final : public Primitives {
   /// peer has none (then the program runs on the FIFO executor).
   static size_t largestPiece(const std::vector<transport::Connection*>& peers);
 
-  /// `peers[r]` connects to rank r (nullptr for self); each has a CallerIo
-  /// carrying call.chunkElems elements. spinUs and yield: CallerIoWait's.
+  /// `peers[r]` connects to rank r (nullptr for self). A peer whose CallerIo
+  /// carries messages carries call.chunkElems elements; the others are
+  /// reached through their FIFOs (then the chunk must be whole slices).
+  /// spinUs and yield: CallerIoWait's.
   CallerPathExecutor(const std::vector<transport::Connection*>& peers, const Call& call,
                      int spinUs, bool yield);
 
@@ -82,6 +97,41 @@ class CallerPathExecutor final : public Primitives {
   template <typename Body>
   void forPieces(size_t offset, size_t count, Body&& body);
 
+  // The FIFO waits' stall check (WaitWatch::stall) with the sends in flight
+  // advanced.
+  class SendsAdvance final : public transport::StallCheck {
+   public:
+    SendsAdvance(const CallerPathExecutor& owner, const transport::StallCheck* inner)
+        : owner_(owner), inner_(inner) {}
+    void check() const override;
+
+   private:
+    const CallerPathExecutor& owner_;
+    const transport::StallCheck* inner_;
+  };
+
+  bool onFifo(int q) const { return io_[q] == nullptr; }
+  /// Before a primitive the FIFO executor runs: no send in flight reads the
+  /// `count` output elements from `offset` it writes, and the sends move on.
+  void beforeFifoPrimitive(size_t offset, size_t count);
+  /// Advances every send in flight once (failures throw).
+  void advanceSends() const;
+  /// The `n` elements from `o` arriving from FIFO peer `from`, slice by
+  /// slice: take(slot, d, k) gets elements [o + d, o + d + k), in the slot.
+  template <typename Take>
+  void fromSlots(int from, size_t o, size_t n, Take&& take);
+  /// `n` elements to FIFO peer `to`, slice by slice: fill(slot, d, k)
+  /// writes elements [d, d + k) of them into the slot.
+  template <typename Fill>
+  void intoSlots(int to, size_t n, Fill&& fill);
+  /// dst[0, n) <- in ⊕ input[o, o + n), the `n` elements arriving from `from`.
+  void reduceArriving(int from, uint8_t* dst, size_t o, size_t n);
+  /// output[o, o + n) <- the `n` elements arriving from `from` (the caller
+  /// saw to the sends that read it: beforeWriting).
+  void receiveInto(int from, size_t o, size_t n);
+  /// `n` elements from `src` to `to` (in flight when `to` has a caller path).
+  void sendFrom(int to, const uint8_t* src, size_t n);
+
   /// Starts sending [data, data + bytes) to `to` once its previous send left.
   void startSend(int to, const void* data, size_t bytes);
   /// Receives the next message from `from` into [dst, dst + bytes): it must
@@ -103,13 +153,17 @@ class CallerPathExecutor final : public Primitives {
   void waitUntil(Done&& done);
 
   const Call& call_;
+  Call fifoCall_;             // call_, with SendsAdvance as its stall check
+  SendsAdvance sendsAdvance_;
+  FifoExecutor fifo_;         // the FIFO links (fifoCall_)
   CallerIoWait wait_;
   const size_t esize_;
   const size_t pieceElems_;
+  const size_t sliceElems_;  // of the FIFO links
   const int nranks_;
   reduce::ReduceFn reduceFn_;
   reduce::DivideFn divideFn_;  // nullptr unless coilAvg
-  std::vector<transport::CallerIo*> io_;  // by rank; nullptr for self
+  std::vector<transport::CallerIo*> io_;  // by rank; nullptr for self and the FIFO links
   std::vector<InFlight> sending_;         // by rank
   int receivingFrom_ = -1;                // the rank a receive in progress waits for
   const char* transportName_ = "";        // for a timeout's message

@@ -38,16 +38,22 @@ class FifoExecutor final : public Primitives {
   void copy(size_t inOffset, size_t outOffset, size_t count) override;
   void sendRecv(int to, size_t inOffset, int from, size_t outOffset, size_t count) override;
 
+  // One slice at a time, for an executor that moves some links' data
+  // itself (caller_path_executor.h) and the others' through their FIFOs.
+  /// Waits for the next slot from `from`; checks its size and fingerprint.
+  const void* waitIncoming(int from, size_t bytes);
+  /// Frees the slot waitIncoming returned.
+  void doneIncoming(int from);
+  /// Waits for a free slot to `to`.
+  void* waitOutgoing(int to);
+  /// Publishes the slot waitOutgoing returned, with `bytes` in it.
+  void publishOutgoing(int to, size_t bytes);
+
  private:
   const uint8_t* in(size_t elem) const { return static_cast<const uint8_t*>(call_.input) + elem * esize_; }
   uint8_t* out(size_t elem) const {
     return static_cast<uint8_t*>(call_.output) + (elem - call_.outputOrigin) * esize_;
   }
-  /// Waits for the next slot from `from`; checks its size and fingerprint.
-  const void* waitIncoming(int from, size_t bytes);
-  void doneIncoming(int from);
-  void* waitOutgoing(int to);
-  void publishOutgoing(int to, size_t bytes);
   [[noreturn]] void failWait(int peer, transport::WaitFailure why, const char* direction);
   void finish(void* data, size_t count);  // coilAvg's division
 

@@ -205,11 +205,15 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
 
   if (log::enabled(log::Level::Info, log::kColl))
     COIL_INFO(kColl, describe(), ": ", tune::algoName(choice.algorithm), ", chunk ",
-              call.chunkElems, " elements", callerPiece != 0 ? " on the caller-driven paths" : "");
+              call.chunkElems, " elements",
+              callerPiece != 0                ? " on the caller-driven paths"
+              : model_.mixedCallerPaths() ? " on the caller-driven paths where a link has one"
+                                              : "");
 
   const algo::CallShape shape = algo::shapeOf(call, rank_, nranks_, &hostOfRank_);
-  if (callerPiece != 0) {
-    // Its waits poll (yielding) as the FIFO waits do, then sleep.
+  if (callerPiece != 0 || model_.mixedCallerPaths()) {
+    // Its waits poll (yielding) as the FIFO waits do, then sleep. With links
+    // of both kinds its pieces are the FIFO chunks above.
     algo::CallerPathExecutor exec(peers_, call, call.watch.pollUs, true);
     program->program(exec, shape);
     exec.drain();

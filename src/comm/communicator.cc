@@ -70,6 +70,7 @@ struct SliceRecord {
   uint64_t sliceBytes;
   uint64_t slotCount;
   uint64_t callerIoBytes;  // the largest message of its caller-driven paths; 0: a peer has none
+  uint64_t expressBytes;   // the same over the peers whose links offer one (UINT64_MAX: none do)
 };
 
 // Ids of communicators in this process, for link claims (0 is "unclaimed").
@@ -194,6 +195,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   // where all ranks agreed they can (agreeOnSlices).
   if (callerIoBytes_ != 0) topology.fifoSlotBytes = callerIoBytes_;
   topology.callerPieceBytes = callerIoBytes_;
+  topology.mixedCallerPaths = mixedCallerPaths_;
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
   topology.cores = cpus.cpusHere;
@@ -470,9 +472,12 @@ void Communicator::openWindow(const std::vector<transport::PeerInfo>& infos,
 // Sender and receiver must cut data into the same slices on every link, so
 // the slice is the smallest slot of any connection anywhere.
 void Communicator::agreeOnSlices() {
-  SliceRecord mine{UINT64_MAX, UINT64_MAX, algo::CallerPathExecutor::largestPiece(peers_)};
+  SliceRecord mine{UINT64_MAX, UINT64_MAX, algo::CallerPathExecutor::largestPiece(peers_),
+                   UINT64_MAX};
   for (auto* c : peers_) {
     if (!c) continue;
+    if (const transport::CallerIo* io = c->callerIo())
+      mine.expressBytes = std::min<uint64_t>(mine.expressBytes, io->callerIoMaxBytes());
     mine.sliceBytes = std::min<uint64_t>(
         mine.sliceBytes, std::min(c->sendFifo().slotBytes(), c->recvFifo().slotBytes()));
     mine.slotCount = std::min<uint64_t>(
@@ -481,11 +486,12 @@ void Communicator::agreeOnSlices() {
   std::vector<SliceRecord> all(static_cast<size_t>(nranks_));
   all[rank_] = mine;
   bootstrap_->allGather(all.data(), sizeof(SliceRecord));
-  uint64_t slice = UINT64_MAX, slots = UINT64_MAX, callerIo = UINT64_MAX;
+  uint64_t slice = UINT64_MAX, slots = UINT64_MAX, callerIo = UINT64_MAX, express = UINT64_MAX;
   for (const auto& r : all) {
     slice = std::min(slice, r.sliceBytes);
     slots = std::min(slots, r.slotCount);
     callerIo = std::min(callerIo, r.callerIoBytes);
+    express = std::min(express, r.expressBytes);
   }
   // The caller-driven paths only where every rank has them: a rank whose
   // peers all have one must not use it while a rank with, say, an shm peer
@@ -497,6 +503,12 @@ void Communicator::agreeOnSlices() {
   // Half the FIFO per chunk: every rank can post its first chunk of a ring
   // round without waiting, which is what keeps the ring deadlock-free.
   slicesPerChunk_ = std::max<size_t>(1, static_cast<size_t>(slots) / 2);
+  // Links of both kinds (shm inside hosts, tcp across): the FIFO programs
+  // still send across on the caller-driven paths, in chunks of whole
+  // slices, where every link that could have one has one that carries a
+  // chunk (caller_path_executor.h).
+  mixedCallerPaths_ = callerIoBytes_ == 0 && express != UINT64_MAX && express != 0 &&
+                      express >= sliceBytes_ * slicesPerChunk_;
 }
 
 void Communicator::checkUsable() const {

@@ -276,6 +276,7 @@ class Communicator {
   // a peer without one. The one-shot and the FIFO programs run there only
   // then: a rank must never send where its peer does not read.
   size_t callerIoBytes_ = 0;
+  bool mixedCallerPaths_ = false;  // links of both kinds, the caller paths usable (agreeOnSlices)
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer

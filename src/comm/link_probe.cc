@@ -56,8 +56,8 @@ void Communicator::probeLinkAcrossHosts() {
       const P2pCall send{true, buffer.data(), bytes, coilUint8, other};
       const P2pCall recv{false, buffer.data(), bytes, coilUint8, other};
       const auto start = std::chrono::steady_clock::now();
-      // On the path the collectives take across hosts: the FIFOs where a
-      // host has several ranks, else tcp's express sockets.
+      // On the path the collectives take across hosts: tcp's express
+      // sockets, or its FIFOs where COIL_TUNE's caller=0 says so.
       const P2pPath path = P2pPath::kCollectives;
       if (rank_ == 0) {
         pointToPoint({send}, path);

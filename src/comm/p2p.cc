@@ -78,11 +78,11 @@ size_t Communicator::callerPieceBytes(transport::Connection& conn, P2pPath path)
   // Where every rank has such a path to every peer, the model's piece:
   // COIL_TUNE's caller= sets it for point-to-point as for the collectives,
   // and caller=0 keeps both on the FIFOs. Elsewhere (shm inside each host,
-  // tcp across) the collectives take the FIFOs; for the fastest path, each
-  // pair whose connection has one uses its largest message: tcp's express
-  // sockets exist at both ends of a tcp connection.
+  // tcp across) each pair whose connection has one uses its largest
+  // message (tcp's express sockets exist at both ends of a tcp connection),
+  // and so do the collectives unless caller=0 keeps them on the FIFOs.
   if (callerIoBytes_ != 0) return model_.callerPieceBytes();
-  if (path == P2pPath::kCollectives) return 0;
+  if (path == P2pPath::kCollectives && !model_.mixedCallerPaths()) return 0;
   const transport::CallerIo* io = conn.callerIo();
   return io != nullptr ? io->callerIoMaxBytes() : 0;
 }

@@ -120,9 +120,11 @@ Model::Model(const Topology& topology) : topo_(topology) {
   p_.cacheBytes = topo_.cacheBytes != 0 ? topo_.cacheBytes : kAssumedCacheBytes;
   // Where every peer has a caller-driven path, the FIFO programs run on it
   // (no helper thread, no slot copies), at the costs the transport states
-  // for it.
+  // for it; so do their messages across hosts where the links inside a
+  // host are FIFOs.
   p_.callerPieceBytes = std::min<uint64_t>(topo_.callerPieceBytes, kCallerPieceBytes);
-  if (p_.callerPieceBytes != 0) p_.ring = p_.tree = topo_.callerPath;
+  p_.mixedCallerPaths = topo_.mixedCallerPaths ? 1 : 0;
+  if (p_.callerPieceBytes != 0 || p_.mixedCallerPaths) p_.ring = p_.tree = topo_.callerPath;
   origin_ = "built-in defaults";
   if (auto path = env::get("COIL_TUNE_FILE"); topo_.userTuning && path && !path->empty())
     applyTuneFile(*path);
@@ -156,7 +158,7 @@ void Model::setMeasuredLink(double alphaUs, double betaUsPerB, const std::string
   }
   // On the caller-driven paths a program's step is about two hops
   // (transport::Traits::callerPath).
-  if (p_.callerPieceBytes != 0) p_.ring.alphaUs = p_.tree.alphaUs = 2 * alphaUs;
+  if (p_.callerPieceBytes != 0 || p_.mixedCallerPaths) p_.ring.alphaUs = p_.tree.alphaUs = 2 * alphaUs;
   origin_ += " + " + how;
   last_ = {};
 }
@@ -271,7 +273,10 @@ void Model::applyEntry(const std::string& target,
       // states them: entries before this one and oversubscription's
       // scaling do not carry over).
       p_.callerPieceBytes = static_cast<uint64_t>(value);
-      if (p_.callerPieceBytes == 0) p_.ring = p_.tree = topo_.fifo;
+      if (p_.callerPieceBytes == 0) {
+        p_.mixedCallerPaths = 0;
+        p_.ring = p_.tree = topo_.fifo;
+      }
       continue;
     }
     if (key == "piece" || key == "stream") {

@@ -56,6 +56,9 @@ struct Topology {
   size_t callerPieceBytes = 0;    // the largest message every rank's caller-driven paths
                                   // to every peer carry (transports/caller_io.h); 0: a rank
                                   // has a peer without one
+  bool mixedCallerPaths = false;  // links of both kinds (shm inside hosts, tcp across): the FIFO
+                                  // programs send on the caller-driven paths where a link has one,
+                                  // on the FIFOs elsewhere, in chunks of whole slices
   size_t windowSlotBytes = 0;     // one window slot; 0 when there is no shared window
   size_t windowInlineBytes = 0;   // largest message that travels with its flag
   int cores = 0;                  // CPUs the ranks of a host may run on, pooled
@@ -82,6 +85,7 @@ struct ModelParams {
   uint32_t probeLink;        // 1: rank 0 measures the link across hosts at init (link_probe.cc)
   uint64_t callerPieceBytes; // the FIFO programs run on the caller-driven paths in pieces of
                              // this many bytes (algorithms/caller_path_executor.h); 0: on the FIFOs
+  uint32_t mixedCallerPaths; // 1: Topology::mixedCallerPaths, and COIL_TUNE left it on
 };
 
 struct Prediction {
@@ -173,6 +177,10 @@ class Model {
   /// has such paths to every peer, by default; their costs are then the
   /// transport's for them (transport::Traits::callerPath).
   size_t callerPieceBytes() const { return p_.callerPieceBytes; }
+  /// True when a communicator with links of both kinds runs its FIFO
+  /// programs' messages on the caller-driven paths where a link has one
+  /// (Topology::mixedCallerPaths; COIL_TUNE's caller=0 turns it off).
+  bool mixedCallerPaths() const { return p_.mixedCallerPaths != 0; }
 
  private:
   friend Choice choose(const Model&, algo::CollKind, size_t, const AlgorithmOverride&,

@@ -332,7 +332,7 @@ TEST_P(PeerDeath, SurvivorsGetRemoteErrorPromptlyWhileItsForkedChildLives) {
   peerDeath(GetParam(), true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::ValuesIn(testedTransports()));
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::ValuesIn(testedTransports(Launch::Processes)));
 
 // A rank forks a child after init (a data-loader worker, a helper). The
 // child inherits the communicator's handle but none of coil's threads, and

@@ -222,6 +222,30 @@ Topology twoHosts() {
   return t;
 }
 
+// Shm inside each host, tcp across: the FIFO programs' messages across take
+// the express sockets (costs: the caller-driven path's) in chunks of whole
+// FIFO slices, not pieces of their own; caller=0 puts them back on the
+// proxy's FIFOs at the FIFOs' costs.
+TEST(Selection, AcrossHostsTheFifoProgramsSendOnTheCallerDrivenPaths) {
+  Topology t = twoHosts();
+  EXPECT_FALSE(Model(t).mixedCallerPaths());
+  EXPECT_DOUBLE_EQ(Model(t).cost(Algo::kRing).betaUsPerB, t.fifo.betaUsPerB);
+  t.mixedCallerPaths = true;
+  Model m(t);
+  EXPECT_TRUE(m.mixedCallerPaths());
+  EXPECT_EQ(m.callerPieceBytes(), 0u) << "not every link has one";
+  EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), t.chunkBytes);
+  EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).betaUsPerB, t.callerPath.betaUsPerB);
+  EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).alphaUs, t.callerPath.alphaUs);
+  Model measured(t);
+  measured.setMeasuredLink(60.0, 0.008, "a 1 Gbit/s link");
+  EXPECT_DOUBLE_EQ(measured.cost(Algo::kRing).alphaUs, 120.0) << "a step is two hops";
+  ScopedTune off("tcp:caller=0");
+  Model fifo(t);
+  EXPECT_FALSE(fifo.mixedCallerPaths());
+  EXPECT_DOUBLE_EQ(fifo.cost(Algo::kRing).alphaUs, t.fifo.alphaUs);
+}
+
 TEST(Selection, HierarchicalOnlyAcrossHostsWithRanksToShare) {
   EXPECT_FALSE(Model(tcp(4)).available(CollKind::AllReduce, Algo::kHier, 1 << 20))
       << "one host";
