@@ -1,6 +1,7 @@
 // The FIFO one-shot program (fifo_oneshot_program.h) on real data: two
 // executors give its vocabulary a meaning, one over each peer's
-// caller-driven path (transport::CallerIo), one over the transport FIFOs.
+// caller-driven path (transport::CallerIo), one over the transport FIFOs,
+// and a third joins them where a communicator's links are of both kinds.
 // All their waiting is in waitAll(); the reduction is shared.
 #include "algorithms/fifo_oneshot.h"
 
@@ -106,6 +107,7 @@ class CallerIoExecutor {
   }
 
   void waitAll() {
+    if (st_.group.empty()) return;  // every peer is on a FIFO (MixedExecutor)
     wait_.until(
         st_.group,
         [&] {
@@ -119,9 +121,9 @@ class CallerIoExecutor {
             if (st_.role[q] != 0 && !complete(q)) missing.push_back(q);
           return missing;
         },
-        st_.started.empty() ? "" : peers_[st_.started.front()]->traits().name);
+        transportName());
     for (int q = 0; q < static_cast<int>(io_.size()); ++q) {
-      if (!(st_.role[q] & OneShotState::kReceiving)) continue;
+      if (io_[q] == nullptr || !(st_.role[q] & OneShotState::kReceiving)) continue;
       size_t got = 0;
       uint64_t tag = 0;
       io_[q]->recvComplete(&got, &tag);
@@ -132,14 +134,23 @@ class CallerIoExecutor {
 
   void reduceBlocks() { reduceArrivedBlocks(call_, rank_, st_); }
   void done() {}
+  const Call& call() const { return call_; }
+  int rank() const { return rank_; }
 
  private:
-  // Every transfer started with rank q is over.
+  // Every transfer started with rank q over its caller-driven path is over.
   bool complete(int q) const {
     size_t got;
     uint64_t tag;
+    if (io_[q] == nullptr) return true;  // a FIFO peer (MixedExecutor)
     return (!(st_.role[q] & OneShotState::kSending) || io_[q]->sendComplete()) &&
            (!(st_.role[q] & OneShotState::kReceiving) || io_[q]->recvComplete(&got, &tag));
+  }
+
+  const char* transportName() const {
+    for (int q : st_.started)
+      if (io_[q] != nullptr) return peers_[q]->traits().name;
+    return "";
   }
 
   const std::vector<transport::Connection*>& peers_;
@@ -155,9 +166,12 @@ class CallerIoExecutor {
 // read in its slot, which done() frees after the reduction.
 class FifoSlotExecutor {
  public:
+  /// The peers q with io[q] == nullptr; the others are a MixedExecutor's
+  /// CallerIoExecutor's.
   FifoSlotExecutor(const std::vector<transport::Connection*>& peers, int rank, const Call& call,
+                   const transport::WaitWatch& watch, const std::vector<transport::CallerIo*>& io,
                    OneShotState& st)
-      : peers_(peers), rank_(rank), call_(call), watch_(call.watch), st_(st),
+      : peers_(peers), rank_(rank), call_(call), watch_(watch), io_(io), st_(st),
         bytes_(call.bytes) {}
 
   void send(int q) {
@@ -179,7 +193,9 @@ class FifoSlotExecutor {
   // Peers in rank order, each until its slot holds this call's input.
   void waitAll() {
     const int n = static_cast<int>(peers_.size());
-    auto awaited = [&](int q) { return (st_.role[q] & OneShotState::kReceiving) != 0; };
+    auto awaited = [&](int q) {
+      return io_[q] == nullptr && (st_.role[q] & OneShotState::kReceiving) != 0;
+    };
     for (int q = 0; q < n; ++q) {
       if (!awaited(q)) continue;
       transport::Connection& c = *peers_[q];
@@ -205,7 +221,7 @@ class FifoSlotExecutor {
 
   void done() {
     for (int q = 0; q < static_cast<int>(peers_.size()); ++q) {
-      if (!(st_.role[q] & OneShotState::kReceiving)) continue;
+      if (io_[q] != nullptr || !(st_.role[q] & OneShotState::kReceiving)) continue;
       peers_[q]->recvFifo().release();
       peers_[q]->kick();
     }
@@ -216,14 +232,74 @@ class FifoSlotExecutor {
   const int rank_;
   const Call& call_;
   const transport::WaitWatch& watch_;
+  const std::vector<transport::CallerIo*>& io_;
   OneShotState& st_;
   const size_t bytes_;
+};
+
+// Links of both kinds (shm inside hosts, tcp across): the peers with a
+// caller-driven path are the CallerIoExecutor's, the others the
+// FifoSlotExecutor's. It waits for the FIFOs first, and each time such a
+// wait wakes from a sleep slice it advances the caller-driven transfers
+// (AdvancePaths), so a message that did not fit the socket at once still
+// leaves while this rank waits for a slot.
+class MixedExecutor {
+ public:
+  MixedExecutor(const std::vector<transport::Connection*>& peers, int rank, const Call& call,
+                int spinUs, bool yield, const std::vector<transport::CallerIo*>& io,
+                OneShotState& st)
+      : advance_(call, st.group),
+        watch_(withStall(call.watch, &advance_)),
+        io_(io),
+        caller_(peers, rank, call, spinUs, yield, io, st),
+        fifo_(peers, rank, call, watch_, io, st),
+        st_(st) {}
+
+  void send(int q) { io_[q] != nullptr ? caller_.send(q) : fifo_.send(q); }
+  void recvBlock(int q) { io_[q] != nullptr ? caller_.recvBlock(q) : fifo_.recvBlock(q); }
+  void waitAll() {
+    fifo_.waitAll();
+    caller_.waitAll();
+  }
+  void reduceBlocks() { reduceArrivedBlocks(call(), rank(), st_); }
+  void done() { fifo_.done(); }
+
+ private:
+  class AdvancePaths final : public transport::StallCheck {
+   public:
+    AdvancePaths(const Call& call, const std::vector<transport::CallerIo*>& group)
+        : call_(call), group_(group) {}
+    void check() const override {
+      if (call_.watch.stall != nullptr) call_.watch.stall->check();
+      for (transport::CallerIo* io : group_) {
+        io->advance();
+        if (!io->failure().empty()) fail(coilRemoteError, call_.description(), ": ", io->failure());
+      }
+    }
+
+   private:
+    const Call& call_;
+    const std::vector<transport::CallerIo*>& group_;
+  };
+  static transport::WaitWatch withStall(transport::WaitWatch w, const transport::StallCheck* s) {
+    w.stall = s;
+    return w;
+  }
+  const Call& call() const { return caller_.call(); }
+  int rank() const { return caller_.rank(); }
+
+  AdvancePaths advance_;
+  transport::WaitWatch watch_;
+  const std::vector<transport::CallerIo*>& io_;
+  CallerIoExecutor caller_;
+  FifoSlotExecutor fifo_;
+  OneShotState& st_;
 };
 
 }  // namespace
 
 void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int rank,
-                          const Call& call, size_t callerIoBytes, int spinUs, bool yield) {
+                          const Call& call, const OneShotPaths& paths, int spinUs, bool yield) {
   const int n = static_cast<int>(peers.size());
   const FifoOneShotShape shape{rank, n, call.count};
   OneShotState& st = oneShotState();
@@ -232,14 +308,21 @@ void fifoOneShotAllReduce(const std::vector<transport::Connection*>& peers, int 
   // Every rank reaches every peer over a caller-driven path: use those.
   std::vector<transport::CallerIo*>& io = st.io;
   io.assign(static_cast<size_t>(n), nullptr);
-  const bool express = call.bytes <= callerIoBytes;
-  if (express) {
+  if (call.bytes <= paths.everyLink) {
     for (int q = 0; q < n; ++q)
       if (q != rank) io[q] = peers[q]->callerIo();
     CallerIoExecutor x(peers, rank, call, spinUs, yield, io, st);
     fifoOneShotProgram(x, shape);
+  } else if (call.bytes <= paths.whereLinksHave) {
+    // Links of both kinds: each peer's own (both ends of a link agree).
+    for (int q = 0; q < n; ++q) {
+      transport::CallerIo* path = q != rank ? peers[q]->callerIo() : nullptr;
+      if (path != nullptr && path->callerIoMaxBytes() >= call.bytes) io[q] = path;
+    }
+    MixedExecutor x(peers, rank, call, spinUs, yield, io, st);
+    fifoOneShotProgram(x, shape);
   } else {
-    FifoSlotExecutor x(peers, rank, call, st);
+    FifoSlotExecutor x(peers, rank, call, call.watch, io, st);
     fifoOneShotProgram(x, shape);
   }
 }

@@ -5,7 +5,9 @@
 //       transport::CallerIo (tcp's express socket), moved by the calling
 //       thread alone: one loopback hop, no thread hand-off;
 //   the FIFO executor (fifo_oneshot.cc) — one slot per peer through the
-//       transport FIFOs, where some peer has no caller-driven path;
+//       transport FIFOs, where some peer has no caller-driven path (or,
+//       joined with the first, to those peers alone: shm inside hosts,
+//       tcp across);
 //   FifoOneShotTrace (fifo_oneshot_trace.h) — records every call, for the
 //       schedule tests and coil-sim.
 // The program is a template over the executor, so the real executors' calls

@@ -226,14 +226,21 @@ void Communicator::runScheduled(const CollectiveCall& asked, uint32_t seq, const
 }
 
 // The all-reduce algorithms that are not Primitives programs: the one-shot
-// (through the window, or through the FIFOs) and the slice-parallel
-// all-reduce through the window. False when `algorithm` is none of them.
+// (through the window, the caller-driven paths or the FIFOs) and the
+// slice-parallel all-reduce through the window. False when `algorithm` is
+// none of them.
 bool Communicator::runDirect(const algo::Call& call, tune::Algo algorithm) {
   if (call.kind != CollKind::AllReduce && call.kind != CollKind::Barrier) return false;
   if (algorithm != tune::Algo::kOneShot && algorithm != tune::Algo::kSlice) return false;
-  if (log::enabled(log::Level::Info, log::kColl))
+  if (log::enabled(log::Level::Info, log::kColl)) {
+    const algo::OneShotPaths paths = oneShotPaths();
     COIL_INFO(kColl, call.description(), ": ", tune::algoName(algorithm),
-              window_ ? " through the shared window" : " through the FIFOs");
+              window_                             ? " through the shared window"
+              : call.bytes <= paths.everyLink      ? " through the caller-driven paths"
+              : call.bytes <= paths.whereLinksHave ? " through the caller-driven paths where links "
+                                                     "have them, the FIFOs elsewhere"
+                                                   : " through the FIFOs");
+  }
   const tune::WaitPlan plan = spin_.planFor(call.bytes);
   const auto start = plan.measure ? Clock::now() : Clock::time_point{};
   if (algorithm == tune::Algo::kSlice) {
@@ -245,7 +252,7 @@ bool Communicator::runDirect(const algo::Call& call, tune::Algo algorithm) {
     window_->setPolling(plan.spinUs, plan.yield);
     algo::windowOneShotAllReduce(*window_, call);
   } else {
-    algo::fifoOneShotAllReduce(peers_, rank_, call, callerIoBytes_, plan.spinUs, plan.yield);
+    algo::fifoOneShotAllReduce(peers_, rank_, call, oneShotPaths(), plan.spinUs, plan.yield);
   }
   if (plan.measure)
     spin_.record(call.bytes, plan,

@@ -195,7 +195,7 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   // where all ranks agreed they can (agreeOnSlices).
   if (callerIoBytes_ != 0) topology.fifoSlotBytes = callerIoBytes_;
   topology.callerPieceBytes = callerIoBytes_;
-  topology.mixedCallerPaths = mixedCallerPaths_;
+  topology.mixedCallerPaths = mixedExpressBytes_ != 0;
   topology.windowSlotBytes = window_ ? window_->slotBytes() : 0;
   topology.windowInlineBytes = window_ ? transport::Window::kInlineBytes : 0;
   topology.cores = cpus.cpusHere;
@@ -507,8 +507,9 @@ void Communicator::agreeOnSlices() {
   // still send across on the caller-driven paths, in chunks of whole
   // slices, where every link that could have one has one that carries a
   // chunk (caller_path_executor.h).
-  mixedCallerPaths_ = callerIoBytes_ == 0 && express != UINT64_MAX && express != 0 &&
-                      express >= sliceBytes_ * slicesPerChunk_;
+  const bool mixed = callerIoBytes_ == 0 && express != UINT64_MAX && express != 0 &&
+                     express >= sliceBytes_ * slicesPerChunk_;
+  mixedExpressBytes_ = mixed ? static_cast<size_t>(express) : 0;
 }
 
 void Communicator::checkUsable() const {

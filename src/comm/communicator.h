@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "algorithms/call.h"
+#include "algorithms/fifo_oneshot.h"
 #include "algorithms/fingerprint.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/link_set.h"
@@ -204,6 +205,11 @@ class Communicator {
   /// Rank 0 and the first rank of another host time their link; every rank
   /// then adopts the α and β rank 0 derived (link_probe.cc). Collective.
   void probeLinkAcrossHosts();
+  /// Where the FIFO one-shot's messages go (fifo_oneshot.h): COIL_TUNE's
+  /// caller=0 keeps them on the FIFOs in a communicator of both kinds.
+  algo::OneShotPaths oneShotPaths() const {
+    return {callerIoBytes_, model_.mixedCallerPaths() ? mixedExpressBytes_ : 0};
+  }
   /// A child on its parent's links: the parent's measurement of the link
   /// across hosts, if it made one (link_probe.cc).
   void adoptParentsLink();
@@ -276,7 +282,8 @@ class Communicator {
   // a peer without one. The one-shot and the FIFO programs run there only
   // then: a rank must never send where its peer does not read.
   size_t callerIoBytes_ = 0;
-  bool mixedCallerPaths_ = false;  // links of both kinds, the caller paths usable (agreeOnSlices)
+  size_t mixedExpressBytes_ = 0;  // links of both kinds: the largest message every link that
+                                  // has a caller-driven path carries; 0 otherwise (agreeOnSlices)
   size_t slicesPerChunk_ = 1;
   uint32_t seq_ = 0;
   std::vector<uint32_t> sendSeq_, recvSeq_;  // point-to-point, per peer

@@ -70,7 +70,7 @@ void Communicator::runRootedOneShot(const algo::Call& call, uint64_t agreementTa
       sum.root = 0;
       sum.tag = tag;
       const tune::WaitPlan plan = comm.spin_.planFor(total);
-      algo::fifoOneShotAllReduce(comm.peers_, comm.rank_, sum, comm.callerIoBytes_, plan.spinUs,
+      algo::fifoOneShotAllReduce(comm.peers_, comm.rank_, sum, comm.oneShotPaths(), plan.spinUs,
                                  plan.yield);
       comm.checkCallRecords(call, base);
     }
