@@ -56,17 +56,20 @@ void checkAllReduce(coilComm_t comm, int rank, int n, coilDataType_t t, coilRedO
 }
 
 // A rank setup, the all-reduce algorithm COIL_ALGO forces ("" = the model's
-// choice), and COIL_SHM_WINDOW ("" = the default, a window on one host).
+// choice), COIL_SHM_WINDOW ("" = the default, a window on one host), and
+// COIL_TUNE ("" = none).
 struct AlgoSetup {
   RankSetup ranks;
   std::string algo;
   std::string window;
+  std::string tune;
 };
 
 class AllReduce : public ::testing::TestWithParam<AlgoSetup> {
  protected:
   ScopedEnv algo_{"COIL_ALGO", GetParam().algo};
   ScopedEnv window_{"COIL_SHM_WINDOW", GetParam().window};
+  ScopedEnv tune_{"COIL_TUNE", GetParam().tune};
 };
 
 TEST_P(AllReduce, EveryTypeOpAndAwkwardCount) {
@@ -152,6 +155,17 @@ std::vector<AlgoSetup> setups(Launch launch) {
     out.push_back(algoSetup(n, launch, "tcp", "allreduce:oneshot"));
     out.push_back(algoSetup(n, launch, "shm", "allreduce:oneshot", "0"));
   }
+  // tcp's proxy, where caller=0 keeps the programs (and, across hosts, the
+  // one-shot): every tcp link through the FIFOs.
+  for (int n : {3, 5}) {
+    for (const char* algo : {"", "allreduce:ring", "allreduce:tree"}) {
+      out.push_back(algoSetup(n, launch, "tcp", algo));
+      out.back().tune = "tcp:caller=0";
+      if (launch == Launch::Threads) continue;
+      out.push_back(algoSetup(n, launch, kTwoHosts, algo));
+      out.back().tune = "tcp:caller=0";
+    }
+  }
   return out;
 }
 
@@ -159,7 +173,8 @@ std::string name(const ::testing::TestParamInfo<AlgoSetup>& info) {
   std::string a = info.param.algo.empty() ? "" : "_" + info.param.algo;
   for (char& ch : a)
     if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return paramName(info.param.ranks) + a + (info.param.window == "0" ? "_nowindow" : "");
+  return paramName(info.param.ranks) + a + (info.param.window == "0" ? "_nowindow" : "") +
+         (info.param.tune.empty() ? "" : "_proxy");
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, AllReduce, ::testing::ValuesIn(setups(Launch::Threads)), name);

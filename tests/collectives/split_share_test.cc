@@ -216,9 +216,10 @@ TEST_P(SplitShare, ARankThatMovesOnToTheChildDoesNotLookLikeAMismatch) {
         ASSERT_EQ(coilGather(mine.data(), all.data(), block, coilInt32, root, parent, nullptr),
                   coilSuccess)
             << "split " << split << " round " << round << ": " << coilGetLastError(parent);
-        if (rank == root)
+        if (rank == root) {
           for (int b = 0; b < n; ++b)
             for (size_t i = 0; i < block; i += 4099) ASSERT_EQ(all[b * block + i], tagValue(b, i));
+        }
         // An all-gather through the FIFOs (the ring), not the window.
         const size_t each = 4093;
         std::vector<int32_t> piece(mine.begin(), mine.begin() + each), pieces(each * n);
