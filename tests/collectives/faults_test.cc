@@ -130,6 +130,49 @@ TEST(Faults, TimeoutWhenAPeerNeverCalls) {
   }
 }
 
+// Two hosts (ranks 0 and 1 on one, shm between them; rank 2 on the other,
+// tcp across); rank 2 never calls. Every path of a call that joins the
+// two kinds of links ends at the deadline with an error naming a rank: the
+// one-shot (each link its own path), and the flat ring's and the
+// hierarchical all-reduce's pieces (express sockets across, FIFOs inside).
+TEST(Faults, TimeoutAcrossHostsWhenAPeerNeverCalls) {
+  const int n = 3;
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* finished = new (shared) std::atomic<int>(0);  // ranks 0 and 1 done
+  const int64_t timeoutMs = shortTimeoutMs();
+  for (const char* algo : {"allreduce:oneshot", "allreduce:ring", "allreduce:hier"}) {
+    SCOPED_TRACE(algo);
+    ScopedEnv force("COIL_ALGO", algo);
+    finished->store(0);
+    const size_t count = std::string(algo) == "allreduce:oneshot" ? 1000 : size_t{1} << 20;
+    runRanksRaw({n, Launch::Processes, kTwoHosts}, [&](const coilUniqueId& id, int rank) {
+      coilComm_t comm = initWithTimeout(id, n, rank, timeoutMs);
+      ASSERT_NE(comm, nullptr);
+      if (rank == 2) {
+        const auto deadline = Clock::now() + std::chrono::seconds(60);
+        while (finished->load() < 2 && Clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      } else {
+        std::vector<float> x(count, 1.0f);
+        const auto t0 = Clock::now();
+        const coilResult_t rc =
+            coilAllReduce(x.data(), x.data(), count, coilFloat, coilSum, comm, nullptr);
+        const double s = secondsSince(t0);
+        const std::string msg = coilGetLastError(comm);
+        // Or hear that the other gave up first (its failure notice).
+        EXPECT_TRUE(rc == coilTimeout || rc == coilRemoteError) << rc << " " << msg;
+        EXPECT_LT(s, timeoutMs / 1000.0 + 4.5);
+        EXPECT_NE(msg.find("rank"), std::string::npos) << msg;
+        finished->fetch_add(1);
+      }
+      EXPECT_EQ(coilCommDestroy(comm), coilSuccess);
+    });
+  }
+  munmap(shared, sizeof(std::atomic<int>));
+}
+
 TEST(Faults, AbortFromAnotherThreadUnblocksWithin100ms) {
   for (const std::string& transport : testedTransports()) {
   SCOPED_TRACE(transport);
