@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -136,6 +137,9 @@ TEST(Faults, TimeoutWhenAPeerNeverCalls) {
 // one-shot (each link its own path), and the flat ring's and the
 // hierarchical all-reduce's pieces (express sockets across, FIFOs inside).
 TEST(Faults, TimeoutAcrossHostsWhenAPeerNeverCalls) {
+  const std::vector<std::string> transports = testedTransports(Launch::Processes);
+  if (std::find(transports.begin(), transports.end(), kTwoHosts) == transports.end())
+    GTEST_SKIP() << "COIL_TEST_TRANSPORTS names the transports, two hosts not among them";
   const int n = 3;
   void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
