@@ -143,7 +143,8 @@ AlgoSetup algoSetup(int n, Launch launch, const std::string& transport, const ch
 std::vector<AlgoSetup> setups(Launch launch) {
   std::vector<AlgoSetup> out;
   for (const std::string& transport : testedTransports(launch))
-    for (int n : {1, 2, 3, 4, 5, 7, 8}) out.push_back(algoSetup(n, launch, transport, ""));
+    for (int n : {1, 2, 3, 4, 5, 7, 8})
+      if (joinsBothKinds(transport, n)) out.push_back(algoSetup(n, launch, transport, ""));
   // Each direct algorithm forced: one-shot and slice through the shared
   // window (shm), one-shot through tcp's caller-driven path, and through
   // the shm FIFOs' slots (the window off: as across hosts without a

@@ -41,6 +41,10 @@ std::vector<std::string> testedTransports(Launch launch) {
   return names;
 }
 
+bool joinsBothKinds(const std::string& transport, int nranks) {
+  return transport != kTwoHosts || nranks >= 3;
+}
+
 int hostOf(int rank, int nranks) { return nranks < 2 ? 0 : rank * 2 / nranks; }
 
 std::string paramName(const RankSetup& s) {

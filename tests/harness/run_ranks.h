@@ -46,6 +46,9 @@ int hostOf(int rank, int nranks);
 /// testedTransports(), and for processes kTwoHosts as well (unless
 /// COIL_TEST_TRANSPORTS names the list).
 std::vector<std::string> testedTransports(Launch launch);
+/// False for kTwoHosts with fewer than 3 ranks: one rank a host is the tcp
+/// setup again, one rank the shm one (the suites skip those).
+bool joinsBothKinds(const std::string& transport, int nranks);
 
 std::ostream& operator<<(std::ostream& os, const RankSetup& s);
 /// "tcp_procs_5" — for parametrized test names.
