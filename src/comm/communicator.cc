@@ -123,9 +123,11 @@ Communicator::Communicator(const UniqueIdData& id, int nranks, int rank,
   const topo::BindMode bind = topo::bindMode();
   // The machine, learnt once per process (topo/process_topology.h), and
   // where this rank runs in it: one line, quiet below INFO.
-  // Discovery costs 15-30 ms with hwloc, so a process learns the machine
-  // only when something asks: this line, COIL_BIND=auto, ib's device
-  // order, or shm placement on a machine with several NUMA nodes.
+  // Discovery costs milliseconds with hwloc (its CPUs and memory; the PCI
+  // devices, three times that, only for ib's device order), so a process
+  // learns the machine only when something asks: this line, COIL_BIND=auto,
+  // ib's device order, or shm placement on a machine with several NUMA
+  // nodes.
   if (log::enabled(log::Level::Info, log::kInit) || bind == topo::BindMode::kAuto) {
     const topo::Topology& machine = topo::processTopology();
     COIL_INFO(kInit, "rank ", rank, " topology: ",

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
-#include <mutex>
 
 #include "topo/cpu_list.h"
 
@@ -19,30 +18,36 @@ struct Discovered {
   double milliseconds = 0;
 };
 
-const Discovered& discovered() {
-  static Discovered d;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      d.topology = discover();
-    } catch (const std::exception& e) {
-      // coil runs without it: nothing is bound, placed or chosen by it.
-      d.topology = Topology{};
-      d.topology.source = "nothing (discovery failed)";
-      d.topology.missing.push_back(std::string("the whole topology (") + e.what() + ")");
-    }
-    d.milliseconds =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
-  });
+Discovered discoverTimed(Scope scope) {
+  Discovered d;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    d.topology = discover(scope);
+  } catch (const std::exception& e) {
+    // coil runs without it: nothing is bound, placed or chosen by it.
+    d.topology = Topology{};
+    d.topology.source = "nothing (discovery failed)";
+    d.topology.missing.push_back(std::string("the whole topology (") + e.what() + ")");
+  }
+  d.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
+const Discovered& cpusAndMemory() {
+  static const Discovered d = discoverTimed(Scope::CpusAndMemory);  // thread-safe once
   return d;
 }
 
 }  // namespace
 
-const Topology& processTopology() { return discovered().topology; }
-double discoveryMilliseconds() { return discovered().milliseconds; }
+const Topology& processTopology() { return cpusAndMemory().topology; }
+double discoveryMilliseconds() { return cpusAndMemory().milliseconds; }
+
+const Topology& processTopologyWithDevices() {
+  static const Discovered d = discoverTimed(Scope::WithDevices);
+  return d.topology;
+}
 
 std::vector<unsigned> threadCpus() {
   // A dynamic set: a fixed cpu_set_t holds 1024 CPUs, and the kernel

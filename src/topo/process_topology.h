@@ -5,7 +5,10 @@
 // Discovery runs at the first communicator init of the process (hwloc
 // reads /sys: milliseconds), never at library load, and never again: the
 // machine does not change under a running job, and a process with many
-// communicators (splits, one per thread) must not pay it each time.
+// communicators (splits, one per thread) must not pay it each time. Every
+// init needs only the CPUs and the memory; the PCI devices, three times the
+// work (topology.h, Scope), are learnt once too, but only where something
+// asks for them (the ib transport's NIC choice).
 #pragma once
 
 #include <optional>
@@ -16,12 +19,16 @@
 
 namespace coil::topo {
 
-/// The topology of this machine, discovered on the first call (thread
-/// safe). Never throws: when discovery fails, the result has no NUMA nodes
-/// and `missing` says why, so coil runs on without it.
+/// The CPUs and memory of this machine (Scope::CpusAndMemory), discovered
+/// on the first call (thread safe). Never throws: when discovery fails, the
+/// result has no NUMA nodes and `missing` says why, so coil runs on without
+/// it.
 const Topology& processTopology();
 /// How long that first discovery took, in milliseconds.
 double discoveryMilliseconds();
+/// The same with the PCI devices as well (Scope::WithDevices; pciKnown
+/// when hwloc is there), discovered on its own first call.
+const Topology& processTopologyWithDevices();
 
 /// The CPUs the calling thread may run on (its affinity mask), ascending;
 /// empty when sched_getaffinity fails.

@@ -89,9 +89,22 @@ struct Topology {
   std::vector<std::string> missing;            // what could not be learnt, one sentence each
 };
 
+/// How much of the machine discover() looks at.
+enum class Scope {
+  /// PUs, cores, caches, NUMA nodes and their distances: what thread
+  /// binding and shm placement use. pciKnown stays false.
+  CpusAndMemory,
+  /// All that, and the PCI devices (NICs, GPUs) with the bridges above
+  /// them. hwloc's I/O discovery reads every PCI function and network
+  /// interface in /sys: on the 2-CPU CI VM it took the load from 8 to 25
+  /// ms of CPU (45 ms more wall time), in every process, and a server
+  /// with hundreds of PCI functions pays more.
+  WithDevices,
+};
+
 /// This machine's topology. Never throws for a part it cannot learn (that
 /// part is named in `missing`); throws coil::Error when nothing can be read.
-Topology discover();
+Topology discover(Scope scope = Scope::WithDevices);
 
 /// The topology an hwloc XML file describes (`lstopo --of xml`, or
 /// hwloc_topology_export_xml): for tests, and to look at another machine.

@@ -13,7 +13,7 @@ constexpr const char* kNoHwloc =
     "hwloc not available at build time: install libhwloc-dev and rebuild (Meson option -Dhwloc)";
 }  // namespace
 
-Topology discover() {
+Topology discover(Scope) {  // /sys's PCI tree is not read without hwloc
   Topology topo = minimalFromSysfs("/sys");
   topo.source = "Linux sysfs (hwloc not available at build time)";
   char host[256] = {};

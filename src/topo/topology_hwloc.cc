@@ -19,10 +19,10 @@ class HwlocTopology {
  public:
   HwlocTopology() {
     if (hwloc_topology_init(&topology_) != 0) failErrno("hwloc_topology_init", errno);
-    // PCI devices, bridges and OS devices (network interfaces, verbs
-    // devices) are left out by default; the bridges give the PCI tree.
-    hwloc_topology_set_io_types_filter(topology_, HWLOC_TYPE_FILTER_KEEP_ALL);
   }
+  // PCI devices, bridges and OS devices (network interfaces, verbs devices)
+  // are left out by default; the bridges give the PCI tree.
+  void keepDevices() { hwloc_topology_set_io_types_filter(topology_, HWLOC_TYPE_FILTER_KEEP_ALL); }
   ~HwlocTopology() { hwloc_topology_destroy(topology_); }
   HwlocTopology(const HwlocTopology&) = delete;
   HwlocTopology& operator=(const HwlocTopology&) = delete;
@@ -152,7 +152,7 @@ void readNumaDistances(hwloc_topology_t t, Topology& topo) {
                            (topo.numaNodes.size() <= 1 ? ": usual with one NUMA node)" : ")"));
 }
 
-Topology read(hwloc_topology_t t, std::string source) {
+Topology read(hwloc_topology_t t, std::string source, Scope scope) {
   Topology topo;
   topo.source = std::move(source);
   hwloc_obj_t root = hwloc_get_root_obj(t);
@@ -173,15 +173,16 @@ Topology read(hwloc_topology_t t, std::string source) {
   for (hwloc_obj_t c = nullptr; (c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, c));)
     topo.l3Caches.push_back({c->attr->cache.size, cpusOf(c->cpuset)});
   if (topo.l3Caches.empty()) topo.missing.push_back("L3 caches (hwloc found none)");
-  readPciDevices(t, topo);
+  if (scope == Scope::WithDevices) readPciDevices(t, topo);
   readNumaDistances(t, topo);
   return topo;
 }
 
 }  // namespace
 
-Topology discover() {
+Topology discover(Scope scope) {
   HwlocTopology t;
+  if (scope == Scope::WithDevices) t.keepDevices();
   // The PCI tree from sysfs (hwloc's linux component), not through the
   // libpciaccess plugin: that plugin leaks its pci.ids name table on every
   // load (LeakSanitizer reports ~600 KiB in a coil test), for the device
@@ -189,19 +190,20 @@ Topology discover() {
   hwloc_topology_set_components(t.get(), HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "pci");
   if (hwloc_topology_load(t.get()) != 0)
     failErrno("hwloc could not read this machine's topology", errno);
-  return read(t.get(), "hwloc " + hwlocVersion(t.get()) + " on this machine");
+  return read(t.get(), "hwloc " + hwlocVersion(t.get()) + " on this machine", scope);
 }
 
 Topology fromXml(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) failErrno("hwloc XML file " + path, errno);
   HwlocTopology t;
+  t.keepDevices();
   if (hwloc_topology_set_xml(t.get(), path.c_str()) != 0)
     failErrno("hwloc cannot read " + path + " as an hwloc XML topology", errno);
   if (hwloc_topology_load(t.get()) != 0)
     fail(coilInvalidArgument, "hwloc could not load ", path,
          " (not an hwloc XML topology? hwloc may have said why above)");
-  return read(t.get(), "hwloc XML file " + path);
+  return read(t.get(), "hwloc XML file " + path, Scope::WithDevices);
 }
 
 }  // namespace coil::topo

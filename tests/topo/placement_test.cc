@@ -154,6 +154,13 @@ TEST(RankPlace, ThisProcessIsLearntOnce) {
     return sched_getaffinity(0, sizeof s, &s) == 0 ? long(CPU_COUNT(&s)) : -1L;
   }());
   EXPECT_FALSE(a.numaNodes.empty()) << describeMissing(a);
+  // Every init's part leaves the PCI devices out; the ib transport's part
+  // has them (with hwloc), also learnt once, and is the same machine.
+  EXPECT_FALSE(a.pciKnown);
+  const Topology& withDevices = processTopologyWithDevices();
+  EXPECT_EQ(&withDevices, &processTopologyWithDevices());
+  EXPECT_EQ(withDevices.pus, a.pus);
+  EXPECT_EQ(withDevices.numaNodes.size(), a.numaNodes.size());
 }
 
 }  // namespace

@@ -158,5 +158,28 @@ TEST(TopologyDiscover, ThisMachine) {
   EXPECT_EQ(numaCpus, static_cast<size_t>(t.pus)) << "every PU in exactly one NUMA node";
 }
 
+// What every communicator init learns: the same machine without its PCI
+// devices, which are not looked for (pciKnown false, not "there are none").
+TEST(TopologyDiscover, CpusAndMemoryIsTheSameMachineWithoutThePciDevices) {
+  const Topology all = discover(Scope::WithDevices);
+  const Topology part = discover(Scope::CpusAndMemory);
+  EXPECT_FALSE(part.pciKnown);
+  EXPECT_TRUE(part.nics.empty());
+  EXPECT_TRUE(part.gpus.empty());
+  EXPECT_EQ(part.source, all.source);
+  EXPECT_EQ(part.hostName, all.hostName);
+  EXPECT_EQ(part.packages, all.packages);
+  EXPECT_EQ(part.cores, all.cores);
+  EXPECT_EQ(part.pus, all.pus);
+  ASSERT_EQ(part.numaNodes.size(), all.numaNodes.size());
+  for (size_t i = 0; i < all.numaNodes.size(); ++i) {
+    EXPECT_EQ(part.numaNodes[i].osIndex, all.numaNodes[i].osIndex);
+    EXPECT_EQ(part.numaNodes[i].cpus, all.numaNodes[i].cpus);
+    EXPECT_EQ(part.numaNodes[i].memoryBytes, all.numaNodes[i].memoryBytes);
+  }
+  EXPECT_EQ(part.l3Caches.size(), all.l3Caches.size());
+  EXPECT_EQ(part.numaDistances.has_value(), all.numaDistances.has_value());
+}
+
 }  // namespace
 }  // namespace coil::topo

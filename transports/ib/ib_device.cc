@@ -84,7 +84,7 @@ std::shared_ptr<IbDevice> IbDevice::open(std::string* why) {
   // (port_choice.h, deviceOrder).
   std::vector<std::string> names(static_cast<size_t>(count));
   std::vector<int> nodes(names.size());
-  const topo::Topology& machine = topo::processTopology();
+  const topo::Topology& machine = topo::processTopologyWithDevices();
   for (size_t d = 0; d < names.size(); ++d) {
     names[d] = api->getDeviceName(list[d]);
     nodes[d] = deviceNumaNode(machine, names[d]);
