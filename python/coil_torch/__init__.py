@@ -3,6 +3,9 @@
     import coil_torch                      # registers the backend "coil"
     torch.distributed.init_process_group("coil")
 
+Installed with pip, `import torch` imports this package itself (the entry
+point in coil_torch_autoload.py), so the first line may be left out.
+
 Works with every launcher torch's env:// rendezvous supports (torchrun,
 torch.multiprocessing.spawn with MASTER_ADDR/MASTER_PORT, mpirun with
 RANK/WORLD_SIZE set), and with an explicit store= or init_method=.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # `pip install .` from the source tree into a fresh venv that has torch
 # (linked to the torch venv's packages, not a second copy of them), then,
-# from another folder and with nothing on PYTHONPATH, `import coil_torch`
-# and a 2-rank all_reduce over the "coil" backend: the wheel carries
-# libcoil.so and the adapter, and the adapter finds the library.
+# from another folder and with nothing on PYTHONPATH, a 2-rank all_reduce
+# over the "coil" backend with no `import coil_torch` anywhere: the wheel
+# carries libcoil.so and the adapter, the adapter finds the library, and
+# `import torch` loads the adapter (its "torch.backends" entry point), as
+# gloo needs no import. Then the same venv with an adapter that cannot load:
+# `import torch` still works, warns why, and "coil" is not available.
 # meson-python, meson and ninja come from PyPI (build isolation).
 # Usage: pip_install_test.sh SOURCE_DIR TORCH_PYTHON
 set -u
@@ -42,14 +45,15 @@ import os, socket
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 def rank_main(rank, world, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), COIL_SOCKET_IFNAME="lo")
-    import coil_torch  # noqa: F401  registers the "coil" backend
-    dist.init_process_group("coil", rank=rank, world_size=world)
+    dist.init_process_group("coil", rank=rank, world_size=world)  # no import coil_torch
     t = torch.full((7,), float(rank + 1))
     dist.all_reduce(t)
     assert t.tolist() == [3.0] * 7, t.tolist()
     dist.destroy_process_group()
 if __name__ == "__main__":
-    import coil_torch
+    import sys
+    coil_torch = sys.modules.get("coil_torch")
+    assert coil_torch is not None, "import torch did not load coil_torch (its entry point)"
     print("coil_torch from", coil_torch.__file__)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
@@ -62,4 +66,21 @@ if out=$(env -u PYTHONPATH -u COIL_TORCH_EXT_DIR -u LD_LIBRARY_PATH "$py" check.
   echo "$out"; echo "PASS: pip install . gives an importable coil_torch that works"
 else
   echo "$out" | tail -n 20; echo "FAIL: the installed coil_torch"; exit 1
+fi
+# An adapter that cannot load (here a broken extension where COIL_TORCH_EXT_DIR
+# points; in life, torch upgraded under an adapter built for the old one)
+# must not break `import torch` for everyone in the venv.
+mkdir -p "$work/broken"
+suffix=$("$py" -c 'import importlib.machinery as m; print(m.EXTENSION_SUFFIXES[0])')
+echo "not a shared object" >"$work/broken/_coil_torch_ext$suffix"
+cat >"$work/broken.py" <<'PY'
+import torch, torch.distributed as dist
+print("coil available:", dist.is_backend_available("coil"))
+PY
+if out=$(env -u PYTHONPATH -u LD_LIBRARY_PATH COIL_TORCH_EXT_DIR="$work/broken" "$py" broken.py 2>&1) &&
+   grep -q "backend 'coil' is not available: coil_torch could not be loaded" <<<"$out" &&
+   grep -q "_coil_torch_ext" <<<"$out" && grep -q "coil available: False" <<<"$out"; then
+  echo "$out"; echo "PASS: a broken adapter leaves import torch working, says why, and coil unavailable"
+else
+  echo "$out" | tail -n 20; echo "FAIL: a broken adapter"; exit 1
 fi
