@@ -27,7 +27,9 @@ const Topology& processTopology();
 /// How long that first discovery took, in milliseconds.
 double discoveryMilliseconds();
 /// The same with the PCI devices as well (Scope::WithDevices; pciKnown
-/// when hwloc is there), discovered on its own first call.
+/// when hwloc is there), discovered on its own first call: a process that
+/// asks for both (an ib rank with COIL_BIND=auto) reads its CPUs twice,
+/// a few milliseconds once.
 const Topology& processTopologyWithDevices();
 
 /// The CPUs the calling thread may run on (its affinity mask), ascending;
