@@ -3,13 +3,15 @@
 
 The suite is torch.testing._internal.distributed.distributed_test (what
 torch's test/distributed/test_distributed_spawn.py runs): one test at a time,
-each in WORLD_SIZE fresh "spawn" processes, CPU only, over loopback.
+each in --world-size (default 2) fresh "spawn" processes, CPU only, over
+loopback.
 
   run_distributed_test.py --backend coil --json coil.json
   run_distributed_test.py --backend gloo --json gloo.json -k all_reduce -k 'test_barrier*'
   run_distributed_test.py --backend gloo,coil --out-dir DIR   # both, then compare.py
 
-Options: -k PATTERN (repeatable; a pattern with * ? [ is a glob on the test
+Options: --world-size N (default 2; the suite skips 30 of its tests below 3
+or 4 ranks, and some branches differ with an odd count), -k PATTERN (repeatable; a pattern with * ? [ is a glob on the test
 name, else a substring), --timeout S (per test, default 240), --list (print
 the selected names and stop), --log FILE (every rank's output; default next
 to the JSON file), --rerun N (a failed test runs once more, up to N of them,
@@ -69,7 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 ROLE_ENV = "COIL_DIST_SUITE_ROLE"
 SKIP = 77
-WORLD_SIZE = 2
+DEFAULT_WORLD_SIZE = 2
 # Seconds the driver waits past the suite's own timeout for a test before it
 # kills the worker.
 WATCHDOG_MARGIN = int(os.environ.get("COIL_DIST_SUITE_MARGIN", "90"))
@@ -276,7 +278,7 @@ def _worker_env(args, backend, as_gloo=False):
     env.pop("COIL_DIST_SUITE_RUN_AS", None)
     if as_gloo:
         env["COIL_DIST_SUITE_RUN_AS"] = backend
-    env["WORLD_SIZE"] = str(WORLD_SIZE)
+    env["WORLD_SIZE"] = str(args.world_size)
     env["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(args.timeout)
     env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -447,7 +449,7 @@ def run_backend(args, backend, json_path, log_path, as_gloo=False, only=None):
         "backend": label,
         "as_gloo": as_gloo,
         "subset": bool(args.k) or only is not None,
-        "world_size": WORLD_SIZE,
+        "world_size": args.world_size,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "host": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cpus",
@@ -490,6 +492,8 @@ def main():
                     help="coil, gloo, or a comma-separated list (the first is the reference)")
     ap.add_argument("--json", help="result file (one backend)")
     ap.add_argument("--out-dir", help="folder for BACKEND.json, BACKEND.log and comparison.md")
+    ap.add_argument("--world-size", type=int, default=DEFAULT_WORLD_SIZE, metavar="N",
+                    help="ranks per test (default %(default)s)")
     ap.add_argument("-k", action="append", metavar="PATTERN",
                     help="run only tests whose name matches (repeatable)")
     ap.add_argument("--timeout", type=int, default=240, help="per-test timeout, s")
