@@ -326,7 +326,10 @@ def main():
             ("uneven all_gather, sizes disagreed", disagreed_uneven_all_gather, 3, None, ()),
             ("debug wrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL)", debug_wrapper, 3, None, ())):
         start = time.monotonic()
-        got = run_ranks(fn, world, *args, timeout=90, expect_exit=expect)
+        # debug_wrapper sets a variable torch reads as it loads: its ranks
+        # must import torch themselves.
+        got = run_ranks(fn, world, *args, timeout=90, expect_exit=expect,
+                        fresh_interpreter=fn is debug_wrapper)
         say(f"{name}: {'ok' if not got else 'FAILED'} ({time.monotonic() - start:.0f} s)")
         passed += 0 if got else 1
         reports += got
