@@ -119,6 +119,8 @@ constexpr Variable kVariables[] = {
     // The repository's tests, benchmarks and scripts (documented where read).
     path(kDevelopment, "COIL_ONECCL_PREFIX", "where tools/lib/oneccl-prefix.sh puts oneCCL and meson looks"),
     text(kDevelopment, "COIL_TEST_TRANSPORTS", "tests/harness: transports the rank tests run over"),
+    integer(kDevelopment, "COIL_TEST_MAX_RANKS", 1, INT32_MAX,
+            "tests/harness: the most ranks a collective test setup has"),
     integer(kDevelopment, "COIL_TEST_SHORT_TIMEOUT_MS", 1, INT32_MAX,
             "faults_test: TimeoutWhenAPeerNeverCalls's timeout (500 ms)"),
     integer(kDevelopment, "COIL_TEST_FD_ROUNDS", 1, INT32_MAX,

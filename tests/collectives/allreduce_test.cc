@@ -144,13 +144,15 @@ std::vector<AlgoSetup> setups(Launch launch) {
   std::vector<AlgoSetup> out;
   for (const std::string& transport : testedTransports(launch))
     for (int n : {1, 2, 3, 4, 5, 7, 8})
-      if (joinsBothKinds(transport, n)) out.push_back(algoSetup(n, launch, transport, ""));
+      if (joinsBothKinds(transport, n) && rankCountTested(n))
+        out.push_back(algoSetup(n, launch, transport, ""));
   // Each direct algorithm forced: one-shot and slice through the shared
   // window (shm), one-shot through tcp's caller-driven path, and through
   // the shm FIFOs' slots (the window off: as across hosts without a
   // caller-driven path). Messages the forced algorithm cannot take fall
   // back to the model's choice.
   for (int n : {2, 3, 4, 5, 7, 8}) {
+    if (!rankCountTested(n)) continue;
     out.push_back(algoSetup(n, launch, "shm", "allreduce:oneshot"));
     out.push_back(algoSetup(n, launch, "shm", "allreduce:slice"));
     out.push_back(algoSetup(n, launch, "tcp", "allreduce:oneshot"));

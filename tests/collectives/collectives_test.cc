@@ -341,7 +341,9 @@ std::vector<Setup> setups(Launch launch) {
   for (const std::string& transport : testedTransports(launch)) {
     for (int n : {1, 2, 3, 5, 8}) {
       // Two hosts: 3 and 5 ranks (2 + 1, 2 + 3) join both kinds of links.
-      if (!joinsBothKinds(transport, n) || (transport == kTwoHosts && n > 5)) continue;
+      if (!joinsBothKinds(transport, n) || (transport == kTwoHosts && n > 5) ||
+          !rankCountTested(n))
+        continue;
       for (const char* algo : {"", "allreduce:tree,broadcast:tree,reduce:tree",
                                "allreduce:ring,broadcast:ring,reduce:chain",
                                "oneshot", "allreduce:slice"}) {
