@@ -5,7 +5,7 @@
 #     threads, awkward counts, against the independent reference; 2 and 3
 #     processes with the tuner's own choices (each rank its own device
 #     context, registrations and remote keys). Every forced algorithm at 2
-#     processes took another 80 s under TCG: with one peer each of them is
+#     processes took another 70 s under TCG: with one peer each of them is
 #     the same exchange with it, in other chunks, which the threads' 3-rank
 #     runs cover; at 3 processes another 100 s. 5 and 8 ranks on shm and
 #     tcp only;
