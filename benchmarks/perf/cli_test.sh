@@ -38,7 +38,7 @@ check "progress line on a terminal" grep -aq "\[1/4 rows, " "$out/tty"
 # alone.
 port=$((20000 + RANDOM % 20000))
 start=$SECONDS
-SLURM_PROCID=0 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 \
+SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 \
   "$perf" -T 2 "${sweep[@]}" > "$out/timeout" 2>&1
 status=$?
 check "-T 2: the lone rank fails (status 1)" test "$status" -eq 1

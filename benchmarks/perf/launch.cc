@@ -29,7 +29,11 @@ LaunchEnv detectLauncher() {
   if (envSet("RANK") && envSet("WORLD_SIZE")) {
     return {Launcher::Torchrun, envInt("RANK"), envInt("WORLD_SIZE")};
   }
-  if (envSet("SLURM_PROCID")) return {Launcher::Slurm, envInt("SLURM_PROCID"), envInt("SLURM_NTASKS")};
+  // A task of srun has a step id; an sbatch script or salloc shell has
+  // SLURM_PROCID and SLURM_NTASKS without one, and forks its ranks like any
+  // shell (as coilCommInitFromEnv sees it: launcher_env.h).
+  if (envSet("SLURM_PROCID") && (envSet("SLURM_STEP_ID") || envSet("SLURM_STEPID")))
+    return {Launcher::Slurm, envInt("SLURM_PROCID"), envInt("SLURM_NTASKS")};
   return {};
 }
 
@@ -139,7 +143,8 @@ void Participant::connectFromEnv() {
   const coilResult_t r = coilCommInitFromEnv(&comm_);
   if (r != coilSuccess) {
     std::string hint;
-    if (!envSet("MASTER_ADDR") && !envSet("COIL_COMM_ID")) {
+    // Under srun the step's first node stands in for MASTER_ADDR.
+    if (!envSet("MASTER_ADDR") && !envSet("COIL_COMM_ID") && launch_.launcher() != Launcher::Slurm) {
       hint = " (hint: export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 to every rank";
       hint += launch_.launcher() == Launcher::Mpirun ? ", e.g. mpirun -x MASTER_ADDR -x MASTER_PORT)" : ")";
     }

@@ -25,7 +25,8 @@ namespace coil_perf {
 enum class Launcher { None, Mpirun, Torchrun, Slurm };
 
 /// The launcher named by the environment (OMPI_COMM_WORLD_SIZE, then
-/// RANK/WORLD_SIZE, then SLURM_PROCID), with the rank and world size it
+/// RANK/WORLD_SIZE, then SLURM_PROCID with SLURM_STEP_ID: a task of srun,
+/// not an sbatch script or salloc shell), with the rank and world size it
 /// announces (0 when none).
 struct LaunchEnv {
   Launcher launcher = Launcher::None;

@@ -343,8 +343,10 @@ void printUsage(std::FILE* out, const char* program) {
       "for the others.\n"
       "Launch: without a launcher, coil_perf forks -P processes itself, each running -t\n"
       "ranks. Under mpirun it shares coil's id with MPI_Bcast (MPI builds) or uses\n"
-      "MASTER_ADDR/MASTER_PORT; under torchrun or Slurm it uses RANK/WORLD_SIZE\n"
-      "(SLURM_PROCID/SLURM_NTASKS) with MASTER_ADDR/MASTER_PORT. Exit status: 0 ok,\n"
+      "MASTER_ADDR/MASTER_PORT; under torchrun it uses RANK/WORLD_SIZE with\n"
+      "MASTER_ADDR/MASTER_PORT, under srun SLURM_PROCID/SLURM_NTASKS (MASTER_ADDR and\n"
+      "MASTER_PORT optional: the step's first node). In an sbatch script or salloc\n"
+      "shell, not under srun, it forks. Exit status: 0 ok,\n"
       "1 wrong results or a coil error, 2 bad usage.\n",
       program);
 }

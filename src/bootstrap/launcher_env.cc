@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "bootstrap/slurm_nodelist.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -27,8 +28,21 @@ constexpr LauncherVars kOpenMpi{"Open MPI", "Open MPI launch", "OMPI_COMM_WORLD_
 constexpr LauncherVars kSlurm{"Slurm", "Slurm launch", "SLURM_PROCID", "SLURM_NTASKS",
                               "SLURM_LOCALID", "SLURM_JOB_ID"};
 
-bool detected(const LauncherVars& l) {
+bool setsRankOrSize(const LauncherVars& l) {
   return env::get(l.rankVar).has_value() || env::get(l.sizeVar).has_value();
+}
+
+// srun's step id (SLURM_STEPID, its older name, is set beside it). An sbatch script and an
+// salloc shell have SLURM_NTASKS (and the batch script SLURM_PROCID=0) but
+// no step id: they are not tasks of a parallel launch.
+std::optional<std::string> slurmStepId() {
+  if (auto id = env::get("SLURM_STEP_ID")) return id;
+  return env::get("SLURM_STEPID");
+}
+
+bool detected(const LauncherVars& l) {
+  if (&l == &kSlurm) return setsRankOrSize(l) && slurmStepId().has_value();
+  return setsRankOrSize(l);
 }
 
 // "(RANK and WORLD_SIZE are set)"-style reminder of why we chose this launcher.
@@ -55,18 +69,75 @@ std::string required(const LauncherVars& l, const char* var) {
   return *v;
 }
 
-SocketAddress masterAddress(const LauncherVars& l, int64_t port) {
-  std::string host = required(l, "MASTER_ADDR");
+// `host` (a name, an IPv4 or a bare IPv6 address) and `port`; `from` says
+// where they came from in the message when they do not parse or resolve.
+SocketAddress hostAndPort(const LauncherVars& l, const std::string& host, int64_t port,
+                          const char* from) {
   bool ipv6Literal = host.find(':') != std::string::npos && host.front() != '[';
   std::string text = (ipv6Literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
   try {
     return SocketAddress::parse(text);
   } catch (const Error& e) {
-    fail(coilInvalidUsage, l.style, ": MASTER_ADDR/MASTER_PORT: ", e.what());
+    fail(coilInvalidUsage, l.style, ": ", from, ": ", e.what());
   }
 }
 
-SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
+SocketAddress masterAddress(const LauncherVars& l, int64_t port) {
+  return hostAndPort(l, required(l, "MASTER_ADDR"), port, "MASTER_ADDR/MASTER_PORT");
+}
+
+uint64_t slurmId(const char* var, std::optional<std::string> text) {
+  try {
+    return text ? std::stoull(*text) : 0;
+  } catch (const std::exception&) {
+    fail(coilInvalidUsage, kSlurm.style, ": ", var, "='", *text, "' is not a number");
+  }
+}
+
+// Under srun MASTER_ADDR and MASTER_PORT may be left out: the root then
+// listens on the step's first node, where task 0 runs (Slurm's block, cyclic
+// and plane distributions all start there), on a port from the job and
+// step ids.
+SocketAddress slurmRoot(int rank) {
+  const char* listVar = nullptr;
+  std::optional<std::string> list;
+  for (const char* var : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+    if ((list = env::get(var))) {
+      listVar = var;
+      break;
+    }
+  std::string host;
+  if (auto given = env::get("MASTER_ADDR")) {
+    host = *given;
+  } else if (!list) {
+    fail(coilInvalidUsage, kSlurm.style,
+         " needs MASTER_ADDR, or SLURM_STEP_NODELIST to take its first node from", why(kSlurm));
+  } else {
+    try {
+      host = firstSlurmHost(*list);
+    } catch (const Error& e) {
+      fail(coilInvalidUsage, kSlurm.style, ": ", listVar, "='", *list, "': ", e.what(),
+           "; set MASTER_ADDR to rank 0's host");
+    }
+    auto node = env::get("SLURMD_NODENAME");
+    if (rank == 0 && node && *node != host)
+      fail(coilInvalidUsage, kSlurm.style, ": rank 0 runs on ", *node, ", not on ", host,
+           ", the first node of ", listVar, " where the other ranks look for it (a task "
+           "distribution such as srun -m arbitrary); set MASTER_ADDR to rank 0's host");
+  }
+  int64_t port = 0;
+  if (env::get("MASTER_PORT")) {
+    port = requiredInt(kSlurm, "MASTER_PORT", 1, 65535);
+  } else {
+    port = slurmStepPort(slurmId("SLURM_JOB_ID", env::get("SLURM_JOB_ID")),
+                         slurmId("SLURM_STEP_ID", slurmStepId()));
+  }
+  return hostAndPort(kSlurm, host, port,
+                     env::get("MASTER_ADDR") ? "MASTER_ADDR"
+                                             : "the step's first node (set MASTER_ADDR instead)");
+}
+
+SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int rank) {
   if (auto commId = env::get("COIL_COMM_ID")) {
     try {
       return SocketAddress::parse(*commId);
@@ -74,6 +145,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic) {
       fail(coilInvalidUsage, "COIL_COMM_ID: ", e.what());
     }
   }
+  if (&l == &kSlurm) return slurmRoot(rank);
   int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
   if (underTorchElastic) {
     // torchrun's own store listens on MASTER_PORT; the root takes the next.
@@ -109,10 +181,15 @@ LaunchInfo readLauncherEnv() {
       l = candidate;
       break;
     }
+  if (l == nullptr && setsRankOrSize(kSlurm))
+    fail(coilInvalidUsage, "no launcher detected: ", kSlurm.rankVar, " or ", kSlurm.sizeVar,
+         " is set but SLURM_STEP_ID is not, so this process is a Slurm batch script or salloc "
+         "shell, not one of the tasks srun starts: start the ranks with srun (or torchrun or "
+         "mpirun)");
   if (l == nullptr)
     fail(coilInvalidUsage, "no launcher detected: looked for RANK and WORLD_SIZE "
          "(torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI), SLURM_PROCID and "
-         "SLURM_NTASKS (Slurm)");
+         "SLURM_NTASKS with SLURM_STEP_ID (a task of srun)");
 
   LaunchInfo info;
   info.launcher = l->name;
@@ -131,9 +208,14 @@ LaunchInfo readLauncherEnv() {
     info.store = agentStore(*l);
     if (info.store) return info;
   }
-  SocketAddress root = rootAddress(*l, underTorchElastic);
+  SocketAddress root = rootAddress(*l, underTorchElastic, info.rank);
   info.id = uniqueIdForFixedRoot(root, env::get(l->jobKeyVar).value_or(""));
   return info;
+}
+
+int slurmStepPort(uint64_t jobId, uint64_t stepId) {
+  // 750 jobs x 16 steps: jobs 750 apart, or steps 16 apart, share a port.
+  return 20000 + static_cast<int>(jobId % 750 * 16 + stepId % 16);
 }
 
 }  // namespace coil

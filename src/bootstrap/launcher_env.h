@@ -3,6 +3,7 @@
 // variables torchrun, Open MPI's mpirun or Slurm's srun set.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -49,5 +50,10 @@ struct LaunchInfo {
 /// A missing or malformed variable, or no launcher at all, gives
 /// coilInvalidUsage naming the variables and the launcher.
 LaunchInfo readLauncherEnv();
+
+/// The root's port for an srun step without MASTER_PORT: from the job and
+/// step ids, in [20000, 32000) (below Linux's ephemeral ports, 32768 on),
+/// different for the steps of one job and for neighbouring jobs.
+int slurmStepPort(uint64_t jobId, uint64_t stepId);
 
 }  // namespace coil

@@ -21,7 +21,8 @@ std::vector<std::string> launcherVars() {
         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
         "OMPI_MCA_ess_base_jobid", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-        "SLURM_JOB_ID"})
+        "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST",
+        "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME"})
     v.push_back(n);
   return v;
 }
@@ -118,6 +119,7 @@ TEST(LauncherEnv, Slurm) {
   env.set("SLURM_NTASKS", "4");
   env.set("SLURM_LOCALID", "0");
   env.set("SLURM_JOB_ID", "777");
+  env.set("SLURM_STEP_ID", "0");
   env.set("MASTER_ADDR", "127.0.0.2");
   env.set("MASTER_PORT", "5000");
   LaunchInfo info = readLauncherEnv();
@@ -136,6 +138,7 @@ TEST(LauncherEnv, CommIdReplacesMasterAddrAndPort) {
   env.set("SLURM_PROCID", "1");
   env.set("SLURM_NTASKS", "2");
   env.set("SLURM_JOB_ID", "9");
+  env.set("SLURM_STEP_ID", "0");
   env.set("COIL_COMM_ID", "127.0.0.1:6000");
   LaunchInfo info = readLauncherEnv();
   expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:6000"), "9"));
@@ -154,6 +157,7 @@ TEST(LauncherEnv, DetectionOrder) {
   env.set("MASTER_PORT", "5000");
   env.set("SLURM_PROCID", "1");
   env.set("SLURM_NTASKS", "3");
+  env.set("SLURM_STEP_ID", "0");
   env.set("OMPI_COMM_WORLD_RANK", "2");
   env.set("OMPI_COMM_WORLD_SIZE", "3");
   EXPECT_EQ(readLauncherEnv().launcher, "Open MPI");
@@ -178,10 +182,12 @@ TEST(LauncherEnv, MissingVariablesAreNamed) {
   test::EnvGuard env2(launcherVars());
   env2.set("SLURM_PROCID", "0");
   env2.set("SLURM_NTASKS", "2");
+  env2.set("SLURM_STEP_ID", "3");
+  env2.set("SLURM_JOB_ID", "41");
   env2.set("MASTER_PORT", "5000");
   EXPECT_EQ(messageOf([] { readLauncherEnv(); }, coilInvalidUsage),
-            "Slurm launch needs MASTER_ADDR (SLURM_PROCID and SLURM_NTASKS "
-            "are set)");
+            "Slurm launch needs MASTER_ADDR, or SLURM_STEP_NODELIST to take its first node "
+            "from (SLURM_PROCID and SLURM_NTASKS are set)");
 
   test::EnvGuard env3(launcherVars());
   env3.set("OMPI_COMM_WORLD_SIZE", "2");
@@ -218,6 +224,99 @@ TEST(LauncherEnv, MalformedVariablesAreNamed) {
   env.set("WORLD_SIZE", "0");
   m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
   EXPECT_NE(m.find("WORLD_SIZE='0'"), std::string::npos) << m;
+}
+
+// In an sbatch script (the batch step) and in an salloc shell Slurm sets
+// SLURM_PROCID=0 and SLURM_NTASKS (the job's task count), but no step id:
+// the process is not one of srun's tasks, and no other rank will come. Taken
+// for rank 0 of N, it waited for the others until the init deadline (found
+// with a real sbatch job: coil_perf hung there instead of forking its ranks).
+TEST(LauncherEnv, SlurmBatchScriptOrSallocShellIsNotALaunch) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_LOCALID", "0");
+  env.set("SLURM_JOB_ID", "5");
+  env.set("SLURM_JOB_NODELIST", "vm");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "5000");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("no launcher detected"), std::string::npos) << m;
+  EXPECT_NE(m.find("SLURM_STEP_ID"), std::string::npos) << m;
+  EXPECT_NE(m.find("srun"), std::string::npos) << m;
+  // salloc's shell: SLURM_NTASKS alone.
+  unsetenv("SLURM_PROCID");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("SLURM_STEP_ID"), std::string::npos) << m;
+  // srun's tasks have the step id (SLURM_STEPID before Slurm 20.11 had both).
+  env.set("SLURM_PROCID", "1");
+  env.set("SLURM_STEPID", "0");
+  EXPECT_EQ(readLauncherEnv().launcher, "Slurm");
+  EXPECT_EQ(readLauncherEnv().rank, 1);
+}
+
+// `srun -N 2 -n 8 ./app` without MASTER_ADDR or MASTER_PORT: rank 0 (task
+// 0, on the step's first node) hosts the root on a port taken from the job
+// and step ids, so two steps of one job, or two jobs, rarely meet on one.
+TEST(LauncherEnv, SlurmWithoutMasterAddrUsesTheStepsFirstNode) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_PROCID", "2");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_JOB_ID", "123");
+  env.set("SLURM_STEP_ID", "1");
+  env.set("SLURM_STEP_NODELIST", "localhost,node[2-3]");
+  env.set("SLURM_JOB_NODELIST", "ignored[1-9]");
+  LaunchInfo info = readLauncherEnv();
+  const int port = slurmStepPort(123, 1);
+  EXPECT_EQ(info.id.root.toString(), "127.0.0.1:" + std::to_string(port));
+  expectSameId(info.id, uniqueIdForFixedRoot(
+                            SocketAddress::parse("127.0.0.1:" + std::to_string(port)), "123"));
+  // Each given variable still wins.
+  env.set("MASTER_PORT", "5001");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.1:5001");
+  env.set("MASTER_ADDR", "127.0.0.3");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.3:5001");
+  unsetenv("MASTER_PORT");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.3:" + std::to_string(port));
+  // Without the step's list (older Slurm), the job's.
+  unsetenv("MASTER_ADDR");
+  unsetenv("SLURM_STEP_NODELIST");
+  env.set("SLURM_JOB_NODELIST", "localhost");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.1:" + std::to_string(port));
+}
+
+// Rank 0 must run on the node it would host the root on; with a task layout
+// that puts it elsewhere (srun -m arbitrary) it says so at once instead of
+// leaving the others to wait for a root that never listens.
+TEST(LauncherEnv, SlurmRankZeroOffTheFirstNodeIsNamed) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_PROCID", "0");
+  env.set("SLURM_NTASKS", "2");
+  env.set("SLURM_JOB_ID", "8");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_STEP_NODELIST", "localhost,nodeb");
+  env.set("SLURMD_NODENAME", "nodeb");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("rank 0 runs on nodeb"), std::string::npos) << m;
+  EXPECT_NE(m.find("MASTER_ADDR"), std::string::npos) << m;
+  env.set("SLURMD_NODENAME", "localhost");
+  EXPECT_EQ(readLauncherEnv().rank, 0);
+  // A malformed list is named.
+  env.set("SLURM_STEP_NODELIST", "node[1-");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("SLURM_STEP_NODELIST='node[1-'"), std::string::npos) << m;
+}
+
+TEST(LauncherEnv, SlurmStepPortsStayBelowTheEphemeralRange) {
+  for (uint64_t job : {0ull, 1ull, 123ull, 4294967295ull, 18446744073709551615ull})
+    for (uint64_t step : {0ull, 1ull, 15ull, 4294967294ull}) {
+      int p = slurmStepPort(job, step);
+      EXPECT_GE(p, 20000);
+      EXPECT_LT(p, 32000);
+    }
+  // Consecutive steps of a job get different ports.
+  EXPECT_NE(slurmStepPort(7, 0), slurmStepPort(7, 1));
+  EXPECT_NE(slurmStepPort(7, 0), slurmStepPort(8, 0));
 }
 
 TEST(LauncherEnv, NoLauncherSaysWhatWasLookedFor) {

@@ -27,13 +27,14 @@ constexpr const char* kJob = "4242";
 struct Launch {
   test::EnvGuard env;
   explicit Launch(const std::string& home, int rank = 0)
-      : env({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "MASTER_ADDR", "MASTER_PORT",
+      : env({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID", "MASTER_ADDR", "MASTER_PORT",
              "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
              "TORCHELASTIC_RUN_ID", "COIL_SOCKET_IFNAME", "COIL_COMM_ID", "COIL_SECRET",
              "COIL_SECRET_FILE", "HOME", "COIL_TIMEOUT_MS"}) {
     env.set("SLURM_PROCID", std::to_string(rank));
     env.set("SLURM_NTASKS", "2");
     env.set("SLURM_JOB_ID", kJob);
+    env.set("SLURM_STEP_ID", "0");
     env.set("MASTER_ADDR", kAddr);
     env.set("MASTER_PORT", kPort);
     if (!home.empty()) env.set("HOME", home);

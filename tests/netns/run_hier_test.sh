@@ -19,37 +19,18 @@ topo_bin=${2:-}
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces"; exit 77; fi
 if ! command -v ip >/dev/null; then echo "SKIP: needs iproute2 (ip)"; exit 77; fi
 
+# shellcheck source=namespace_hosts.sh
+source "$(dirname "$0")/namespace_hosts.sh"
 suffix=$$
 logdir=$(mktemp -d)
-namespaces=()
 cleanup() {
-  for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  namespace_hosts_delete
   rm -rf "$logdir"
 }
 trap cleanup EXIT
 
-# hosts: namespace h$i with address 10.215.<suffix>.(i+1) on a veth whose
-# other end sits in a bridge inside the hub namespace.
-hub=coilhub$suffix
-ip netns add "$hub" 2>"$logdir/err" || { echo "SKIP: cannot create network namespaces: $(cat "$logdir/err")"; exit 77; }
-namespaces+=("$hub")
-ip -n "$hub" link add br0 type bridge && ip -n "$hub" link set br0 up && ip -n "$hub" link set lo up ||
-  { echo "SKIP: cannot create a bridge"; exit 77; }
 net=10.215.$((suffix % 200))
-maxHosts=3
-for ((h = 0; h < maxHosts; h++)); do
-  ns=coilh$h-$suffix
-  ip netns add "$ns" || exit 1
-  namespaces+=("$ns")
-  ip link add "hv$h-$suffix" type veth peer name "hb$h-$suffix" || { echo "SKIP: cannot create veth pairs"; exit 77; }
-  ip link set "hv$h-$suffix" netns "$ns"
-  ip link set "hb$h-$suffix" netns "$hub"
-  ip -n "$hub" link set "hb$h-$suffix" master br0
-  ip -n "$hub" link set "hb$h-$suffix" up
-  ip -n "$ns" addr add "$net.$((h + 1))/24" dev "hv$h-$suffix"
-  ip -n "$ns" link set "hv$h-$suffix" up
-  ip -n "$ns" link set lo up
-done
+namespace_hosts_create 3 "$suffix" "$net" || exit $?
 
 port=$((22000 + suffix % 20000))
 status=0

@@ -50,7 +50,7 @@ else
 fi
 RANK_VARS='OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=$r' \
   run_ranks "Open MPI-style environment"
-RANK_VARS='SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=$r' run_ranks "Slurm-style environment"
+RANK_VARS='SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=$r SLURM_STEP_ID=0' run_ranks "Slurm-style environment"
 
 # A missing variable is a clear error, not a hang.
 msg=$(env -u MASTER_PORT RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$bin" 2>&1)
