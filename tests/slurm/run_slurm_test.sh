@@ -11,7 +11,9 @@
 #     (hier_rank), with the tasks in blocks and dealt in turn (-m cyclic);
 #     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
 #   - torch.distributed under srun, as cluster docs show it (RANK from
-#     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's.
+#     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's;
+#   - the multi-node torchrun recipe: srun starts one torchrun per node,
+#     which meet by c10d rendezvous and run coil_perf's 4 ranks.
 # Authentication is auth/none: the daemons and the jobs are this test's own.
 #
 # Needs root, iproute2, unshare and Slurm (Debian: slurmctld slurmd
@@ -179,8 +181,22 @@ if [ -n "$python" ]; then
       MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) \
       MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)) COIL_TORCH_EXT_DIR="$1" PYTHONPATH="$2" \
       OMP_NUM_THREADS=1 exec "$3" "$4"' sh "$torch_ext" "$torch_path" "$python" "$here/torch_ranks.py"
+
+  # 6. The multi-node torchrun recipe: one torchrun per node started by srun,
+  #    meeting through c10d rendezvous on the first node; 2 workers each.
+  #    The workers see torchrun's RANK and srun's SLURM_PROCID (the node's
+  #    task) and SLURM_STEP_ID at once: torchrun's must win.
+  if check "srun -N 2 --ntasks-per-node 1 torchrun --nproc-per-node 2: coil_perf on 4 ranks" torchrun \
+       "${step[@]}" --ntasks-per-node 1 -o "$logdir/torchrun-%t.out" -e "$logdir/torchrun-%t.err" \
+       sh -c 'exec "$1" -m torch.distributed.run --nnodes 2 --nproc-per-node 2 \
+         --rdzv-backend c10d --rdzv-endpoint "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1):29400" \
+         --rdzv-id "$SLURM_JOB_ID" --no-python "$2" -b 8 -e 1M -f 32 -n 3 -w 1 -c 1' \
+       sh "$python" "$perf"; then
+    grep -q "launcher torchrun" "$logdir"/torchrun-*.out && grep -q "nranks 4" "$logdir"/torchrun-*.out ||
+      { echo "FAIL: torchrun under srun: coil_perf did not run as 4 torchrun ranks"; status=1; }
+  fi
 else
-  echo "torch part not run: coil was built without the torch adapter (-Dtorch)"
+  echo "torch parts not run: coil was built without the torch adapter (-Dtorch)"
 fi
 
 [ $status = 0 ] && echo "slurm: every check passed"
