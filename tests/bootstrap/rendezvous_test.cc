@@ -399,6 +399,8 @@ TEST(Rendezvous, AFixedRootAddressInUseSaysHowToChooseAnother) {
   EXPECT_NE(message.find(squatter.localAddress().toString()), std::string::npos) << message;
   EXPECT_NE(message.find("COIL_COMM_ID"), std::string::npos) << message;
   EXPECT_NE(message.find("--master-port"), std::string::npos) << message;
+  // Under srun without MASTER_PORT the port came from the job and step ids.
+  EXPECT_NE(message.find("SLURM_JOB_ID and SLURM_STEP_ID"), std::string::npos) << message;
 }
 
 // A rank died after it joined, and another process now listens on its port
