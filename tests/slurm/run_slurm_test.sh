@@ -12,6 +12,8 @@
 #     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
 #   - torch.distributed under srun, as cluster docs show it (RANK from
 #     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's;
+#   - mpirun inside an sbatch job of 2 nodes (Open MPI starts its daemon
+#     there with srun);
 #   - the multi-node torchrun recipe: srun starts one torchrun per node,
 #     which meet by c10d rendezvous and run coil_perf's 4 ranks.
 # Authentication is auth/none: the daemons and the jobs are this test's own.
@@ -173,7 +175,26 @@ if check "srun -N 2 -n 4 coil_perf: 8 B to 4 MiB, results checked" perf \
     { echo "FAIL: coil_perf under srun: $(tail -n 3 "$logdir/perf-0.out")"; status=1; }
 fi
 
-# 5. torch.distributed under srun, the variables set as cluster docs show.
+# 5. mpirun inside an sbatch job: Open MPI finds the allocation and starts
+#    its daemon on the second node with srun; coil_perf's ranks then see
+#    Open MPI's variables and Slurm's (the daemon's step) at once.
+if command -v mpirun > /dev/null; then
+  cat > "$logdir/mpi.sh" <<JOB
+#!/bin/sh
+exec timeout 120 mpirun --allow-run-as-root -x COIL_DEBUG=INFO -x COIL_DEBUG_SUBSYS=INIT "$perf" -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
+JOB
+  if check "mpirun in an sbatch job on 2 nodes: coil_perf on 4 ranks" mpi \
+       sbatch -W -N 2 -n 4 -o "$logdir/mpi-job.out" "$logdir/mpi.sh"; then
+    grep -q "launcher mpirun" "$logdir/mpi-job.out" && grep -q "nranks 4" "$logdir/mpi-job.out" &&
+      grep -q "Out of bounds values : 0 OK" "$logdir/mpi-job.out" &&
+      grep -q "rank 0 -> rank 2 via tcp" "$logdir/mpi-job.out" ||
+      { echo "FAIL: mpirun in sbatch: $(tail -n 5 "$logdir/mpi-job.out")"; status=1; }
+  fi
+else
+  echo "mpirun part not run: no mpirun (Debian: openmpi-bin)"
+fi
+
+# 6. torch.distributed under srun, the variables set as cluster docs show.
 if [ -n "$python" ]; then
   check "torch under srun -N 2 -n 4: coil's results equal gloo's" torch \
     "${step[@]}" -n 4 -o "$logdir/torch-%t.out" -e "$logdir/torch-%t.err" \
@@ -182,7 +203,7 @@ if [ -n "$python" ]; then
       MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)) COIL_TORCH_EXT_DIR="$1" PYTHONPATH="$2" \
       OMP_NUM_THREADS=1 exec "$3" "$4"' sh "$torch_ext" "$torch_path" "$python" "$here/torch_ranks.py"
 
-  # 6. The multi-node torchrun recipe: one torchrun per node started by srun,
+  # 7. The multi-node torchrun recipe: one torchrun per node started by srun,
   #    meeting through c10d rendezvous on the first node; 2 workers each.
   #    The workers see torchrun's RANK and srun's SLURM_PROCID (the node's
   #    task) and SLURM_STEP_ID at once: torchrun's must win.
