@@ -37,8 +37,10 @@ TEST(SlurmNodelist, MalformedListsAreRefusedWithTheReason) {
       {"node1]", "']' without its '['"},
       {"node[1[2]]", "'[' inside a range"},
   };
-  for (const auto& [list, why] : cases)
-    EXPECT_EQ(test::messageOf([&] { firstSlurmHost(list); }, coilInvalidUsage), why) << list;
+  for (const auto& [list, why] : cases) {
+    const char* text = list;  // clang 14 lambdas cannot capture a structured binding
+    EXPECT_EQ(test::messageOf([text] { firstSlurmHost(text); }, coilInvalidUsage), why) << text;
+  }
 }
 
 }  // namespace
