@@ -10,10 +10,10 @@
 #     the hierarchical collectives, every dtype and op against the reference
 #     (hier_rank), with the tasks in blocks and dealt in turn (-m cyclic);
 #     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
-#   - torch.distributed under srun, as cluster docs show it (RANK from
-#     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's;
 #   - mpirun inside an sbatch job of 2 nodes (Open MPI starts its daemon
 #     there with srun);
+#   - torch.distributed under srun, as cluster docs show it (RANK from
+#     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's;
 #   - the multi-node torchrun recipe: srun starts one torchrun per node,
 #     which meet by c10d rendezvous and run coil_perf's 4 ranks.
 # Authentication is auth/none: the daemons and the jobs are this test's own.
