@@ -10,6 +10,7 @@
 #     the hierarchical collectives, every dtype and op against the reference
 #     (hier_rank), with the tasks in blocks and dealt in turn (-m cyclic);
 #     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
+#     coil-topo --comm's report of shm within a node and tcp across;
 #   - mpirun inside an sbatch job of 2 nodes (Open MPI starts its daemon
 #     there with srun);
 #   - torch.distributed under srun, as cluster docs show it (RANK from
@@ -20,11 +21,12 @@
 #
 # Needs root, iproute2, unshare and Slurm (Debian: slurmctld slurmd
 # slurm-client); otherwise exits 77 and says why.
-# Usage: run_slurm_test.sh LAUNCHER_RANK HIER_RANK COIL_PERF [PYTHON TORCH_EXT_DIR PYTHONPATH]
+# Usage: run_slurm_test.sh LAUNCHER_RANK HIER_RANK COIL_PERF COIL_TOPO [PYTHON TORCH_EXT_DIR PYTHONPATH]
 set -u
-launcher_rank=${1:?usage: run_slurm_test.sh LAUNCHER_RANK HIER_RANK COIL_PERF [PYTHON EXT_DIR PYTHONPATH]}
-hier_rank=${2:?} perf=${3:?} python=${4:-} torch_ext=${5:-} torch_path=${6:-}
+launcher_rank=${1:?usage: run_slurm_test.sh LAUNCHER_RANK HIER_RANK COIL_PERF COIL_TOPO [PYTHON EXT_DIR PYTHONPATH]}
+hier_rank=${2:?} perf=${3:?} topo=${4:?} python=${5:-} torch_ext=${6:-} torch_path=${7:-}
 launcher_rank=$(realpath "$launcher_rank") hier_rank=$(realpath "$hier_rank") perf=$(realpath "$perf")
+topo=$(realpath "$topo")
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$(id -u)" != 0 ]; then echo "SKIP: needs root for network namespaces and the Slurm daemons"; exit 77; fi
 for tool in ip nsenter unshare slurmctld slurmd srun sbatch scontrol sinfo; do
@@ -175,7 +177,14 @@ if check "srun -N 2 -n 4 coil_perf: 8 B to 4 MiB, results checked" perf \
     { echo "FAIL: coil_perf under srun: $(tail -n 3 "$logdir/perf-0.out")"; status=1; }
 fi
 
-# 5. mpirun inside an sbatch job: Open MPI finds the allocation and starts
+# 5. coil-topo --comm under srun: what each rank reaches and how.
+if check "srun -N 2 -n 4 coil-topo --comm: shm within a node, tcp across" topo \
+     "${step[@]}" -n 4 -o "$logdir/topo-%t.out" -e "$logdir/topo-%t.err" "$topo" --comm; then
+  grep -q "^rank 0 *X *shm *tcp *tcp" "$logdir/topo-0.out" && grep -q "^rank 3 *tcp *tcp *shm *X" "$logdir/topo-0.out" ||
+    { echo "FAIL: coil-topo --comm under srun:"; cat "$logdir/topo-0.out"; status=1; }
+fi
+
+# 6. mpirun inside an sbatch job: Open MPI finds the allocation and starts
 #    its daemon on the second node with srun; coil_perf's ranks then see
 #    Open MPI's variables and Slurm's (the daemon's step) at once.
 if command -v mpirun > /dev/null; then
@@ -194,7 +203,7 @@ else
   echo "mpirun part not run: no mpirun (Debian: openmpi-bin)"
 fi
 
-# 6. torch.distributed under srun, the variables set as cluster docs show.
+# 7. torch.distributed under srun, the variables set as cluster docs show.
 if [ -n "$python" ]; then
   check "torch under srun -N 2 -n 4: coil's results equal gloo's" torch \
     "${step[@]}" -n 4 -o "$logdir/torch-%t.out" -e "$logdir/torch-%t.err" \
@@ -203,7 +212,7 @@ if [ -n "$python" ]; then
       MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)) COIL_TORCH_EXT_DIR="$1" PYTHONPATH="$2" \
       OMP_NUM_THREADS=1 exec "$3" "$4"' sh "$torch_ext" "$torch_path" "$python" "$here/torch_ranks.py"
 
-  # 7. The multi-node torchrun recipe: one torchrun per node started by srun,
+  # 8. The multi-node torchrun recipe: one torchrun per node started by srun,
   #    meeting through c10d rendezvous on the first node; 2 workers each.
   #    The workers see torchrun's RANK and srun's SLURM_PROCID (the node's
   #    task) and SLURM_STEP_ID at once: torchrun's must win.
