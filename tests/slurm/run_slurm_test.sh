@@ -11,6 +11,8 @@
 #     (hier_rank), with the tasks in blocks and dealt in turn (-m cyclic);
 #     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
 #     coil-topo --comm's report of shm within a node and tcp across;
+#   - srun -m arbitrary with task 0 on the second node: rank 0 names both
+#     nodes and fails, instead of the others waiting for a root elsewhere;
 #   - mpirun inside an sbatch job of 2 nodes (Open MPI starts its daemon
 #     there with srun);
 #   - torch.distributed under srun, as cluster docs show it (RANK from
@@ -175,6 +177,18 @@ if check "srun -N 2 -n 4 coil_perf: 8 B to 4 MiB, results checked" perf \
      "$perf" -b 8 -e 4M -f 8 -n 5 -w 1 -c 1; then
   grep -q "launcher slurm" "$logdir/perf-0.out" && grep -q "Out of bounds values : 0 OK" "$logdir/perf-0.out" ||
     { echo "FAIL: coil_perf under srun: $(tail -n 3 "$logdir/perf-0.out")"; status=1; }
+fi
+
+# 4b. srun -m arbitrary with task 0 on the second node: rank 0 says it is
+#     not on the first node, where the others would look for its root.
+printf '%s\n%s\n' "${nodes[1]}" "${nodes[0]}" > "$logdir/arbitrary-hosts"
+if on_node 0 timeout 60 env SLURM_HOSTFILE="$logdir/arbitrary-hosts" "${step[@]}" -n 2 -m arbitrary \
+     -o "$logdir/arbitrary-%t.out" -e "$logdir/arbitrary-%t.err" "$launcher_rank" > "$logdir/arbitrary.out" 2>&1; then
+  echo "FAIL: srun -m arbitrary with task 0 off the first node succeeded"; status=1
+elif grep -q "rank 0 runs on ${nodes[1]}, not on ${nodes[0]}" "$logdir/arbitrary-0.err"; then
+  echo "PASS: srun -m arbitrary, task 0 on the second node: rank 0 says so and fails"
+else
+  echo "FAIL: srun -m arbitrary: rank 0 did not name the nodes"; tail -n 5 "$logdir"/arbitrary*; status=1
 fi
 
 # 5. coil-topo --comm under srun: what each rank reaches and how.
