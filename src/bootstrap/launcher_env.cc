@@ -1,6 +1,7 @@
 #include "bootstrap/launcher_env.h"
 
 #include <climits>
+#include <limits>
 
 #include "bootstrap/slurm_nodelist.h"
 #include "core/env.h"
@@ -32,16 +33,18 @@ bool setsRankOrSize(const LauncherVars& l) {
   return env::get(l.rankVar).has_value() || env::get(l.sizeVar).has_value();
 }
 
-// srun's step id (SLURM_STEPID, its older name, is set beside it). An sbatch script and an
-// salloc shell have SLURM_NTASKS (and the batch script SLURM_PROCID=0) but
-// no step id: they are not tasks of a parallel launch.
-std::optional<std::string> slurmStepId() {
-  if (auto id = env::get("SLURM_STEP_ID")) return id;
-  return env::get("SLURM_STEPID");
+// The variable that holds srun's step id (SLURM_STEPID, its older name, is
+// set beside it), or nullptr. An sbatch script and an salloc shell have
+// SLURM_NTASKS (and the batch script SLURM_PROCID=0) but no step id: they
+// are not tasks of a parallel launch.
+const char* slurmStepVar() {
+  for (const char* var : {"SLURM_STEP_ID", "SLURM_STEPID"})
+    if (env::get(var)) return var;
+  return nullptr;
 }
 
 bool detected(const LauncherVars& l) {
-  if (&l == &kSlurm) return setsRankOrSize(l) && slurmStepId().has_value();
+  if (&l == &kSlurm) return setsRankOrSize(l) && slurmStepVar() != nullptr;
   return setsRankOrSize(l);
 }
 
@@ -86,14 +89,6 @@ SocketAddress masterAddress(const LauncherVars& l, int64_t port) {
   return hostAndPort(l, required(l, "MASTER_ADDR"), port, "MASTER_ADDR/MASTER_PORT");
 }
 
-uint64_t slurmId(const char* var, std::optional<std::string> text) {
-  try {
-    return text ? std::stoull(*text) : 0;
-  } catch (const std::exception&) {
-    fail(coilInvalidUsage, kSlurm.style, ": ", var, "='", *text, "' is not a number");
-  }
-}
-
 // Under srun MASTER_ADDR and MASTER_PORT may be left out: the root then
 // listens on the step's first node, where task 0 runs (Slurm's block, cyclic
 // and plane distributions all start there), on a port from the job and
@@ -107,6 +102,7 @@ SocketAddress slurmRoot(int rank) {
       break;
     }
   std::string host;
+  const char* from = "MASTER_ADDR";
   if (auto given = env::get("MASTER_ADDR")) {
     host = *given;
   } else if (!list) {
@@ -124,17 +120,17 @@ SocketAddress slurmRoot(int rank) {
       fail(coilInvalidUsage, kSlurm.style, ": rank 0 runs on ", *node, ", not on ", host,
            ", the first node of ", listVar, " where the other ranks look for it (a task "
            "distribution such as srun -m arbitrary); set MASTER_ADDR to rank 0's host");
+    from = "the step's first node (set MASTER_ADDR instead)";
   }
   int64_t port = 0;
   if (env::get("MASTER_PORT")) {
     port = requiredInt(kSlurm, "MASTER_PORT", 1, 65535);
   } else {
-    port = slurmStepPort(slurmId("SLURM_JOB_ID", env::get("SLURM_JOB_ID")),
-                         slurmId("SLURM_STEP_ID", slurmStepId()));
+    const int64_t maxId = std::numeric_limits<int64_t>::max();
+    port = slurmStepPort(requiredInt(kSlurm, "SLURM_JOB_ID", 0, maxId),
+                         requiredInt(kSlurm, slurmStepVar(), 0, maxId));
   }
-  return hostAndPort(kSlurm, host, port,
-                     env::get("MASTER_ADDR") ? "MASTER_ADDR"
-                                             : "the step's first node (set MASTER_ADDR instead)");
+  return hostAndPort(kSlurm, host, port, from);
 }
 
 SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int rank) {
