@@ -216,9 +216,16 @@ coilResult_t coilCommInitRankScalable(coilComm_t* newcomm, int nranks, int myran
 coilResult_t coilCommInitAll(coilComm_t* comms, int ndev, const int* devlist);
 
 /// Creates a communicator from the launcher's environment:
-///  - torchrun:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT;
-///  - Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, plus MASTER_ADDR/MASTER_PORT;
-///  - Slurm:     SLURM_PROCID, SLURM_NTASKS, plus MASTER_ADDR/MASTER_PORT.
+///  - torchrun:  RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (under torchrun
+///    itself the id travels through its agent's store);
+///  - Open MPI:  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE; on one host
+///    MASTER_ADDR defaults to 127.0.0.1 and MASTER_PORT to a port from the
+///    job id, across hosts MASTER_ADDR is needed;
+///  - MPICH, Intel MPI (hydra): PMI_RANK, PMI_SIZE, MASTER_PORT; MASTER_ADDR
+///    as under Open MPI;
+///  - Slurm (srun): SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID; MASTER_ADDR
+///    defaults to the step's first node, MASTER_PORT to a port from the job
+///    and step ids.
 /// (COIL_COMM_ID=host:port may replace MASTER_ADDR/MASTER_PORT.)
 /// Rank 0 hosts the rendezvous root at that address. A missing variable
 /// gives coilInvalidUsage and a message naming it.

@@ -29,10 +29,17 @@ LaunchEnv detectLauncher() {
   if (envSet("RANK") && envSet("WORLD_SIZE")) {
     return {Launcher::Torchrun, envInt("RANK"), envInt("WORLD_SIZE")};
   }
-  // A task of srun has a step id; an sbatch script or salloc shell has
-  // SLURM_PROCID and SLURM_NTASKS without one, and forks its ranks like any
-  // shell (as coilCommInitFromEnv sees it: launcher_env.h).
-  if (envSet("SLURM_PROCID") && (envSet("SLURM_STEP_ID") || envSet("SLURM_STEPID")))
+  // hydra (MPICH's, Intel MPI's mpiexec) goes before Slurm: inside an
+  // sbatch job it starts its proxies with srun, and the ranks inherit that
+  // step's SLURM_* variables. Slurm's own PMI (srun --mpi=pmi2) sets PMI_*
+  // without MPI_LOCAL*. A task of srun has a step id; an sbatch script or
+  // salloc shell has SLURM_PROCID and SLURM_NTASKS without one, and forks
+  // its ranks like any shell.
+  const bool slurmStep = envSet("SLURM_STEP_ID") || envSet("SLURM_STEPID");
+  const bool hydraMarks = envSet("MPI_LOCALNRANKS") || envSet("MPI_LOCALRANKID");
+  if (envSet("PMI_RANK") && envSet("PMI_SIZE") && (hydraMarks || !slurmStep))
+    return {Launcher::Hydra, envInt("PMI_RANK"), envInt("PMI_SIZE")};
+  if (envSet("SLURM_PROCID") && slurmStep)
     return {Launcher::Slurm, envInt("SLURM_PROCID"), envInt("SLURM_NTASKS")};
   return {};
 }
@@ -43,6 +50,7 @@ const char* launcherName(Launcher launcher) {
     case Launcher::Mpirun: return "mpirun";
     case Launcher::Torchrun: return "torchrun";
     case Launcher::Slurm: return "slurm";
+    case Launcher::Hydra: return "mpiexec-hydra";
   }
   return "?";
 }
@@ -142,13 +150,9 @@ void Participant::connect() {
 void Participant::connectFromEnv() {
   const coilResult_t r = coilCommInitFromEnv(&comm_);
   if (r != coilSuccess) {
-    std::string hint;
-    // Under srun the step's first node stands in for MASTER_ADDR.
-    if (!envSet("MASTER_ADDR") && !envSet("COIL_COMM_ID") && launch_.launcher() != Launcher::Slurm) {
-      hint = " (hint: export MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 to every rank";
-      hint += launch_.launcher() == Launcher::Mpirun ? ", e.g. mpirun -x MASTER_ADDR -x MASTER_PORT)" : ")";
-    }
-    throw CoilFailure(describeFailure(r, "coilCommInitFromEnv", nullptr) + hint, r);
+    // The message names the variables and how to pass them under each
+    // launcher (launcher_env.cc).
+    throw CoilFailure(describeFailure(r, "coilCommInitFromEnv", nullptr), r);
   }
   coilCheck(coilCommUserRank(comm_, &rank_), "coilCommUserRank", comm_);
   coilCheck(coilCommCount(comm_, &nranks_), "coilCommCount", comm_);

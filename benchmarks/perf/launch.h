@@ -22,12 +22,15 @@
 
 namespace coil_perf {
 
-enum class Launcher { None, Mpirun, Torchrun, Slurm };
+enum class Launcher { None, Mpirun, Torchrun, Slurm, Hydra };
 
 /// The launcher named by the environment (OMPI_COMM_WORLD_SIZE, then
 /// RANK/WORLD_SIZE, then SLURM_PROCID with SLURM_STEP_ID: a task of srun,
-/// not an sbatch script or salloc shell), with the rank and world size it
-/// announces (0 when none).
+/// not an sbatch script or salloc shell, nor a step of hydra's proxies;
+/// then PMI_RANK/PMI_SIZE: MPICH's or Intel MPI's mpiexec), with the rank
+/// and world size it announces (0 when none). As coilCommInitFromEnv sees
+/// it (launcher_env.h), which ranks started by hydra use: an MPI built into
+/// coil_perf is Open MPI's, which cannot join a hydra launch.
 struct LaunchEnv {
   Launcher launcher = Launcher::None;
   int rank = 0;
@@ -35,7 +38,7 @@ struct LaunchEnv {
 };
 LaunchEnv detectLauncher();
 
-/// Printable name: "fork", "mpirun", "torchrun", "slurm".
+/// Printable name: "fork", "mpirun", "torchrun", "slurm", "mpiexec-hydra".
 const char* launcherName(Launcher launcher);
 
 /// This process's part of the run. Owns the forked processes (rank 0's

@@ -1,5 +1,6 @@
 #include "bootstrap/launcher_env.h"
 
+#include <array>
 #include <climits>
 #include <limits>
 
@@ -18,16 +19,39 @@ struct LauncherVars {
   const char* rankVar;
   const char* sizeVar;
   const char* localRankVar;
-  const char* jobKeyVar;
+  const char* localSizeVar;   // ranks on this host; nullptr: not told
+  // Where the job's id is, first found wins; nullptr ends the list (the
+  // launcher may name no job at all).
+  std::array<const char*, 2> jobKeyVars;
+  // How to hand MASTER_ADDR and MASTER_PORT to every rank, for messages.
+  const char* exportHint;
 };
 
 constexpr LauncherVars kTorchrun{"torchrun", "torchrun-style launch", "RANK", "WORLD_SIZE",
-                                 "LOCAL_RANK", "TORCHELASTIC_RUN_ID"};
+                                 "LOCAL_RANK", nullptr, {"TORCHELASTIC_RUN_ID", nullptr}, ""};
+// Open MPI 4 names the job in OMPI_MCA_ess_base_jobid, Open MPI 5 (PRRTE)
+// only in PMIX_NAMESPACE.
 constexpr LauncherVars kOpenMpi{"Open MPI", "Open MPI launch", "OMPI_COMM_WORLD_RANK",
                                 "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                "OMPI_MCA_ess_base_jobid"};
+                                "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                {"OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"},
+                                "mpirun -x MASTER_ADDR=<rank 0's host> -x MASTER_PORT=<port>"};
+// MPICH's and Intel MPI's mpiexec (the hydra process manager); it names no
+// job in the environment.
+constexpr LauncherVars kHydra{"MPICH hydra", "mpiexec (MPICH/Intel MPI hydra) launch",
+                              "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+                              {nullptr, nullptr},
+                              "mpiexec -genv MASTER_ADDR <rank 0's host> -genv MASTER_PORT <port>"};
 constexpr LauncherVars kSlurm{"Slurm", "Slurm launch", "SLURM_PROCID", "SLURM_NTASKS",
-                              "SLURM_LOCALID", "SLURM_JOB_ID"};
+                              "SLURM_LOCALID", nullptr, {"SLURM_JOB_ID", nullptr}, ""};
+
+std::string jobKey(const LauncherVars& l) {
+  for (const char* var : l.jobKeyVars) {
+    if (var == nullptr) break;
+    if (auto v = env::get(var)) return *v;
+  }
+  return "";
+}
 
 bool setsRankOrSize(const LauncherVars& l) {
   return env::get(l.rankVar).has_value() || env::get(l.sizeVar).has_value();
@@ -43,7 +67,22 @@ const char* slurmStepVar() {
   return nullptr;
 }
 
+// hydra (MPICH's and Intel MPI's process manager) says how many ranks
+// share the host; Slurm's PMI plugins (srun --mpi=pmi2), which set PMI_RANK
+// and PMI_SIZE too, do not.
+bool hydraStartedThisProcess() {
+  return setsRankOrSize(kHydra) &&
+         (env::get("MPI_LOCALNRANKS").has_value() || env::get("MPI_LOCALRANKID").has_value());
+}
+
+// Order matters where launchers nest. mpiexec (hydra) inside an sbatch job
+// starts one proxy per node with srun: the ranks inherit that step's
+// SLURM_PROCID (the node's index), SLURM_NTASKS and SLURM_STEP_ID, so hydra
+// goes before Slurm. Under `srun --mpi=pmi2` the PMI_* variables are
+// Slurm's own, and Slurm's defaults apply. The choice must not depend on
+// the rank: every rank must pick the same launcher.
 bool detected(const LauncherVars& l) {
+  if (&l == &kHydra) return setsRankOrSize(l) && (hydraStartedThisProcess() || !slurmStepVar());
   if (&l == &kSlurm) return setsRankOrSize(l) && slurmStepVar() != nullptr;
   return setsRankOrSize(l);
 }
@@ -133,6 +172,43 @@ SocketAddress slurmRoot(int rank) {
   return hostAndPort(kSlurm, host, port, from);
 }
 
+// Under mpirun or mpiexec MASTER_ADDR may be left out when every rank runs
+// on this host (the launcher's local size is the world size): the root then
+// listens on loopback. MASTER_PORT may be left out when the launcher names
+// the job (Open MPI does, hydra does not): the port comes from the job id,
+// the same on every rank and different for concurrent jobs.
+SocketAddress mpiLauncherRoot(const LauncherVars& l) {
+  std::string host;
+  const char* from = "MASTER_ADDR/MASTER_PORT";
+  if (auto given = env::get("MASTER_ADDR")) {
+    host = *given;
+  } else {
+    const int64_t nranks = requiredInt(l, l.sizeVar, 1, INT_MAX);
+    std::optional<int64_t> local;
+    try {
+      local = env::getInt(l.localSizeVar, 1, INT_MAX);
+    } catch (const Error& e) {
+      fail(coilInvalidUsage, l.style, ": ", e.what());
+    }
+    if (!local)
+      fail(coilInvalidUsage, l.style, " needs MASTER_ADDR, rank 0's host (", l.localSizeVar,
+           " is not set, so whether all ranks share this host is unknown): ", l.exportHint);
+    if (*local != nranks)
+      fail(coilInvalidUsage, l.style, " needs MASTER_ADDR, rank 0's host: the ranks run on "
+           "more than one host (", l.localSizeVar, "=", *local, ", ", l.sizeVar, "=", nranks,
+           "): ", l.exportHint);
+    host = "127.0.0.1";
+    from = "loopback, as every rank runs on this host (set MASTER_ADDR instead)";
+  }
+  const std::string job = jobKey(l);
+  if (!env::get("MASTER_PORT") && !job.empty())
+    return hostAndPort(l, host, launcherJobPort(job), from);
+  if (!env::get("MASTER_PORT") && l.jobKeyVars[0] == nullptr)
+    fail(coilInvalidUsage, l.style, " needs MASTER_PORT (", l.name,
+         " names no job to take a port from): ", l.exportHint);
+  return hostAndPort(l, host, requiredInt(l, "MASTER_PORT", 1, 65535), from);
+}
+
 SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int rank) {
   if (auto commId = env::get("COIL_COMM_ID")) {
     try {
@@ -142,6 +218,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int ran
     }
   }
   if (&l == &kSlurm) return slurmRoot(rank);
+  if (&l == &kOpenMpi || &l == &kHydra) return mpiLauncherRoot(l);
   int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
   if (underTorchElastic) {
     // torchrun's own store listens on MASTER_PORT; the root takes the next.
@@ -172,7 +249,7 @@ std::optional<StoreRendezvous> agentStore(const LauncherVars& l) {
 
 LaunchInfo readLauncherEnv() {
   const LauncherVars* l = nullptr;
-  for (const LauncherVars* candidate : {&kTorchrun, &kOpenMpi, &kSlurm})
+  for (const LauncherVars* candidate : {&kTorchrun, &kOpenMpi, &kHydra, &kSlurm})
     if (detected(*candidate)) {
       l = candidate;
       break;
@@ -185,7 +262,8 @@ LaunchInfo readLauncherEnv() {
   if (l == nullptr)
     fail(coilInvalidUsage, "no launcher detected: looked for RANK and WORLD_SIZE "
          "(torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI), SLURM_PROCID and "
-         "SLURM_NTASKS with SLURM_STEP_ID (a task of srun)");
+         "SLURM_NTASKS with SLURM_STEP_ID (a task of srun), PMI_RANK and PMI_SIZE (MPICH or "
+         "Intel MPI mpiexec)");
 
   LaunchInfo info;
   info.launcher = l->name;
@@ -205,8 +283,18 @@ LaunchInfo readLauncherEnv() {
     if (info.store) return info;
   }
   SocketAddress root = rootAddress(*l, underTorchElastic, info.rank);
-  info.id = uniqueIdForFixedRoot(root, env::get(l->jobKeyVar).value_or(""));
+  info.id = uniqueIdForFixedRoot(root, jobKey(*l));
   return info;
+}
+
+int launcherJobPort(std::string_view jobKey) {
+  // FNV-1a: the same on every rank and every build, unlike std::hash.
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : jobKey) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return 20000 + static_cast<int>(h % 12000);
 }
 
 int slurmStepPort(uint64_t jobId, uint64_t stepId) {

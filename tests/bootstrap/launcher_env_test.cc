@@ -1,4 +1,4 @@
-// readLauncherEnv: torchrun, Open MPI and Slurm variables, the +1 port rule
+// readLauncherEnv: torchrun, Open MPI, MPICH/Intel MPI (hydra) and Slurm variables, the +1 port rule
 // under torchrun, and messages that name what is missing.
 #include "bootstrap/launcher_env.h"
 
@@ -20,7 +20,8 @@ std::vector<std::string> launcherVars() {
        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT",
         "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-        "OMPI_MCA_ess_base_jobid", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+        "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_RANK",
+        "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
         "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NODELIST",
         "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME"})
     v.push_back(n);
@@ -319,11 +320,144 @@ TEST(LauncherEnv, SlurmStepPortsStayBelowTheEphemeralRange) {
   EXPECT_NE(slurmStepPort(7, 0), slurmStepPort(8, 0));
 }
 
+// `mpirun -np 4 ./app` on one host, as the README's example says: no
+// MASTER_ADDR or MASTER_PORT. The root listens on loopback, on a port from
+// the job id (Open MPI 4's OMPI_MCA_ess_base_jobid, Open MPI 5's
+// PMIX_NAMESPACE), the same on every rank.
+TEST(LauncherEnv, OpenMpiOnOneHostNeedsNoMasterAddrOrPort) {
+  test::EnvGuard env(launcherVars());
+  env.set("OMPI_COMM_WORLD_RANK", "1");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+  env.set("OMPI_MCA_ess_base_jobid", "1671364609");
+  LaunchInfo info = readLauncherEnv();
+  const int port = launcherJobPort("1671364609");
+  EXPECT_EQ(info.id.root.toString(), "127.0.0.1:" + std::to_string(port));
+  expectSameId(info.id, uniqueIdForFixedRoot(info.id.root, "1671364609"));
+  // Another job, another port (almost always) and another secret.
+  env.set("OMPI_MCA_ess_base_jobid", "1671364610");
+  LaunchInfo other = readLauncherEnv();
+  EXPECT_NE(other.id.root.port(), port);
+  EXPECT_NE(std::memcmp(other.id.secret, info.id.secret, 16), 0);
+  // Open MPI 5 names the job by its PMIx namespace.
+  unsetenv("OMPI_MCA_ess_base_jobid");
+  env.set("PMIX_NAMESPACE", "prterun-vm-4242@1");
+  info = readLauncherEnv();
+  EXPECT_EQ(info.id.root.toString(),
+            "127.0.0.1:" + std::to_string(launcherJobPort("prterun-vm-4242@1")));
+  expectSameId(info.id, uniqueIdForFixedRoot(info.id.root, "prterun-vm-4242@1"));
+  // Each given variable still wins.
+  env.set("MASTER_PORT", "5002");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.1:5002");
+  env.set("MASTER_ADDR", "127.0.0.4");
+  unsetenv("MASTER_PORT");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(),
+            "127.0.0.4:" + std::to_string(launcherJobPort("prterun-vm-4242@1")));
+}
+
+// Across hosts nobody knows rank 0's host: the message says to export it.
+TEST(LauncherEnv, OpenMpiAcrossHostsNeedsMasterAddr) {
+  test::EnvGuard env(launcherVars());
+  env.set("OMPI_COMM_WORLD_RANK", "0");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  env.set("OMPI_MCA_ess_base_jobid", "77");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("needs MASTER_ADDR"), std::string::npos) << m;
+  EXPECT_NE(m.find("OMPI_COMM_WORLD_LOCAL_SIZE=2"), std::string::npos) << m;
+  EXPECT_NE(m.find("mpirun -x MASTER_ADDR="), std::string::npos) << m;
+  // Without the local size coil cannot tell: MASTER_ADDR is needed too.
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("needs MASTER_ADDR"), std::string::npos) << m;
+  // No job id and no MASTER_PORT: the port is named.
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+  unsetenv("OMPI_MCA_ess_base_jobid");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("needs MASTER_PORT"), std::string::npos) << m;
+}
+
+TEST(LauncherEnv, JobPortsStayBelowTheEphemeralRange) {
+  for (const char* job : {"", "0", "1671364609", "prterun-vm-4242@1", "x"}) {
+    int p = launcherJobPort(job);
+    EXPECT_GE(p, 20000) << job;
+    EXPECT_LT(p, 32000) << job;
+  }
+}
+
+// MPICH's and Intel MPI's mpiexec (hydra) set PMI_RANK, PMI_SIZE and
+// MPI_LOCALRANKID/MPI_LOCALNRANKS, and no job id: MASTER_PORT is needed,
+// MASTER_ADDR only across hosts.
+TEST(LauncherEnv, MpichHydra) {
+  test::EnvGuard env(launcherVars());
+  env.set("PMI_RANK", "2");
+  env.set("PMI_SIZE", "3");
+  env.set("MPI_LOCALRANKID", "2");
+  env.set("MPI_LOCALNRANKS", "3");
+  env.set("MASTER_PORT", "5003");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.launcher, "MPICH hydra");
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.nranks, 3);
+  EXPECT_EQ(info.localRank, 2);
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:5003"), ""));
+  env.set("MASTER_ADDR", "127.0.0.5");
+  EXPECT_EQ(readLauncherEnv().id.root.toString(), "127.0.0.5:5003");
+  unsetenv("MASTER_PORT");
+  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("needs MASTER_PORT"), std::string::npos) << m;
+  EXPECT_NE(m.find("-genv MASTER_PORT"), std::string::npos) << m;
+  env.set("MASTER_PORT", "5003");
+  unsetenv("MASTER_ADDR");
+  env.set("MPI_LOCALNRANKS", "1");
+  m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
+  EXPECT_NE(m.find("needs MASTER_ADDR"), std::string::npos) << m;
+  EXPECT_NE(m.find("MPI_LOCALNRANKS=1"), std::string::npos) << m;
+}
+
+// mpiexec (hydra) inside an sbatch job starts its proxies with srun, one
+// task per node: the ranks inherit that step's SLURM_PROCID (the node's
+// index), SLURM_NTASKS (here the job's 4) and SLURM_STEP_ID, as seen under
+// the slurm suite's Slurm 22.05. hydra's PMI_* are the ranks, on every rank
+// (rank 0's SLURM_PROCID and SLURM_NTASKS happen to agree with its PMI_*).
+// Under `srun --mpi=pmi2` (no MPI_LOCAL*) the PMI_* are Slurm's own, and
+// Slurm's defaults apply.
+TEST(LauncherEnv, HydraUnderSlurmTakesPmiRanks) {
+  test::EnvGuard env(launcherVars());
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("SLURM_JOB_ID", "55");
+  env.set("PMI_SIZE", "4");
+  env.set("MPI_LOCALNRANKS", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "5004");
+  for (int rank : {0, 1, 2, 3}) {
+    env.set("SLURM_PROCID", std::to_string(rank / 2).c_str());
+    env.set("PMI_RANK", std::to_string(rank).c_str());
+    env.set("MPI_LOCALRANKID", std::to_string(rank % 2).c_str());
+    LaunchInfo info = readLauncherEnv();
+    EXPECT_EQ(info.launcher, "MPICH hydra") << rank;
+    EXPECT_EQ(info.rank, rank);
+    EXPECT_EQ(info.nranks, 4);
+    EXPECT_EQ(info.localRank, rank % 2);
+    expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:5004"), ""));
+  }
+  unsetenv("MPI_LOCALNRANKS");
+  unsetenv("MPI_LOCALRANKID");
+  env.set("SLURM_PROCID", "1");
+  env.set("PMI_RANK", "1");
+  LaunchInfo info = readLauncherEnv();
+  EXPECT_EQ(info.launcher, "Slurm");
+  EXPECT_EQ(info.rank, 1);
+  expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:5004"), "55"));
+}
+
 TEST(LauncherEnv, NoLauncherSaysWhatWasLookedFor) {
   test::EnvGuard env(launcherVars());
   std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
   for (const char* var : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "SLURM_PROCID", "SLURM_NTASKS"})
+                          "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
     EXPECT_NE(m.find(var), std::string::npos) << var << " not in: " << m;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts ranks the way each launcher does and checks coilCommInitFromEnv:
 #   torchrun-style (RANK/WORLD_SIZE/MASTER_*), Open MPI-style (OMPI_COMM_WORLD_*),
-#   Slurm-style (SLURM_*), and real mpirun when Open MPI is installed.
+#   Slurm-style (SLURM_*), real mpirun when Open MPI is installed (also
+#   without MASTER_ADDR/MASTER_PORT, as on one host they are not needed),
+#   and real mpiexec.hydra when MPICH is installed.
 # Then the secret of such a launch: the per-user secret file is made private
 # on first use, an unsafe one is refused, a WARN line appears only without
 # any secret, and hosts with different files fail naming it.
@@ -95,7 +97,30 @@ if command -v mpirun >/dev/null; then
   else
     echo "FAIL: real mpirun"; status=1
   fi
+  # The README's "mpirun -np 4 ./a.out": on one host no MASTER_ADDR or
+  # MASTER_PORT is needed (loopback, and a port from Open MPI's job id).
+  if msg=$(env -u MASTER_ADDR -u MASTER_PORT mpirun -np $n --oversubscribe --allow-run-as-root \
+      --mca btl self,tcp --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo \
+      -x COIL_SOCKET_IFNAME=lo "$bin" 2>&1); then
+    echo "PASS: real mpirun on one host without MASTER_ADDR or MASTER_PORT"
+  else
+    echo "FAIL: real mpirun without MASTER_ADDR/MASTER_PORT: $(echo "$msg" | tail -n 3)"; status=1
+  fi
 else
   echo "(mpirun not installed: real mpirun launch not tried)"
+fi
+
+# MPICH's (and Intel MPI's) mpiexec, hydra: PMI_RANK/PMI_SIZE, MASTER_PORT
+# given, MASTER_ADDR left out on one host.
+if command -v mpiexec.hydra >/dev/null; then
+  if msg=$(env -u MASTER_ADDR mpiexec.hydra -n $n -genv MASTER_PORT "$port" \
+      -genv COIL_SOCKET_IFNAME lo "$bin" 2>&1); then
+    echo "PASS: real mpiexec.hydra (MPICH)"
+  else
+    echo "FAIL: real mpiexec.hydra: $(echo "$msg" | tail -n 3)"; status=1
+  fi
+  port=$(free_port)
+else
+  echo "(mpiexec.hydra not installed (Debian: mpich): MPICH launch not tried)"
 fi
 exit $status

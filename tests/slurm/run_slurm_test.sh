@@ -9,12 +9,15 @@
 #   - srun -N 2 -n 4 with no MASTER_ADDR, MASTER_PORT or COIL_* variable:
 #     the hierarchical collectives, every dtype and op against the reference
 #     (hier_rank), with the tasks in blocks and dealt in turn (-m cyclic);
-#     3 tasks on 2 nodes; a coil_perf sweep with its results checked;
+#     3 tasks on 2 nodes, also with Slurm's PMI (srun --mpi=pmi2); a
+#     coil_perf sweep with its results checked;
 #     coil-topo --comm's report of shm within a node and tcp across;
 #   - srun -m arbitrary with task 0 on the second node: rank 0 names both
 #     nodes and fails, instead of the others waiting for a root elsewhere;
 #   - mpirun inside an sbatch job of 2 nodes (Open MPI starts its daemon
-#     there with srun);
+#     there with srun): coil_perf, and a program's coilCommInitFromEnv,
+#     which needs MASTER_ADDR across nodes and says so; and MPICH's mpiexec (hydra starts its proxies with
+#     srun, whose step variables the ranks inherit);
 #   - torch.distributed under srun, as cluster docs show it (RANK from
 #     SLURM_PROCID, MASTER_ADDR from scontrol): coil's results equal gloo's;
 #   - the multi-node torchrun recipe: srun starts one torchrun per node,
@@ -171,6 +174,21 @@ grep -q "rank 0 -> rank 2 via shm" "$logdir/hier-cyclic-0.err" ||
 check "srun -N 2 -n 3: all-reduce, broadcast and all-gather checked" three \
   "${step[@]}" -n 3 -o "$logdir/three-%t.out" -e "$logdir/three-%t.err" "$launcher_rank"
 
+# 3b. srun with Slurm's own PMI (--mpi=pmi2, as MPICH users start their
+#     jobs): PMI_RANK and PMI_SIZE are set beside SLURM_*, and Slurm stays
+#     the launcher, with its defaults for MASTER_ADDR and MASTER_PORT.
+if on_node 0 srun --mpi=list 2>&1 | grep -qw pmi2; then
+  if check "srun --mpi=pmi2 -N 2 -n 3: Slurm's PMI_* beside SLURM_*" pmi2 \
+       "${step[@]}" --mpi=pmi2 -n 3 -o "$logdir/pmi2-%t.out" -e "$logdir/pmi2-%t.err" \
+       sh -c '[ -n "$PMI_RANK" ] || { echo "no PMI_RANK under --mpi=pmi2" >&2; exit 1; }; exec "$1"' \
+       sh "$launcher_rank"; then
+    grep -q "launched by Slurm: rank 2 of 3" "$logdir/pmi2-2.err" ||
+      { echo "FAIL: --mpi=pmi2: $(grep "launched by" "$logdir/pmi2-2.err")"; status=1; }
+  fi
+else
+  echo "srun --mpi=pmi2 part not run: Slurm has no pmi2 plugin here"
+fi
+
 # 4. A coil_perf sweep across the nodes, results checked.
 if check "srun -N 2 -n 4 coil_perf: 8 B to 4 MiB, results checked" perf \
      "${step[@]}" -n 4 -o "$logdir/perf-%t.out" -e "$logdir/perf-%t.err" \
@@ -213,8 +231,47 @@ JOB
       grep -q "rank 0 -> rank 2 via tcp" "$logdir/mpi-job.out" ||
       { echo "FAIL: mpirun in sbatch: $(tail -n 5 "$logdir/mpi-job.out")"; status=1; }
   fi
+  # An MPI program's coilCommInitFromEnv across the nodes: without
+  # MASTER_ADDR every rank fails at once, saying to export it (no rank
+  # knows where rank 0 runs); with it, the ranks meet.
+  cat > "$logdir/mpi-env.sh" <<JOB
+#!/bin/sh
+timeout 60 mpirun --allow-run-as-root -x COIL_TIMEOUT_MS=20000 "$launcher_rank" && exit 1
+MASTER_ADDR=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_ADDR
+exec timeout 120 mpirun --allow-run-as-root -x MASTER_ADDR -x COIL_DEBUG=INFO -x COIL_DEBUG_SUBSYS=INIT "$launcher_rank"
+JOB
+  if check "mpirun across 2 nodes: coilCommInitFromEnv needs MASTER_ADDR, and meets with it" mpi-env \
+       sbatch -W -N 2 -n 4 -o "$logdir/mpi-env-job.out" "$logdir/mpi-env.sh"; then
+    grep -q "needs MASTER_ADDR, rank 0's host: the ranks run on more than one host" "$logdir/mpi-env-job.out" &&
+      grep -q "launched by Open MPI: rank 3 of 4" "$logdir/mpi-env-job.out" ||
+      { echo "FAIL: mpirun across nodes: $(tail -n 5 "$logdir/mpi-env-job.out")"; status=1; }
+  fi
 else
   echo "mpirun part not run: no mpirun (Debian: openmpi-bin)"
+fi
+
+# 6b. MPICH's mpiexec (hydra) inside an sbatch job: hydra starts one proxy
+#     per node with srun, so the ranks inherit that step's SLURM_PROCID
+#     (the node's index) and SLURM_NTASKS (2): hydra's PMI_RANK and
+#     PMI_SIZE must win. MASTER_ADDR is the job's first node, as usual.
+if command -v mpiexec.hydra > /dev/null; then
+  cat > "$logdir/hydra.sh" <<JOB
+#!/bin/sh
+MASTER_ADDR=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n 1)
+MASTER_PORT=\$((20000 + SLURM_JOB_ID % 10000))
+export MASTER_ADDR MASTER_PORT COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT
+exec timeout 120 mpiexec.hydra -n 4 "$perf" -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
+JOB
+  if check "mpiexec.hydra (MPICH) in an sbatch job on 2 nodes: coil_perf on 4 ranks" hydra \
+       sbatch -W -N 2 -n 4 -o "$logdir/hydra-job.out" "$logdir/hydra.sh"; then
+    grep -q "launcher mpiexec-hydra" "$logdir/hydra-job.out" && grep -q "nranks 4" "$logdir/hydra-job.out" &&
+      grep -q "Out of bounds values : 0 OK" "$logdir/hydra-job.out" &&
+      grep -q "rank 0 -> rank 2 via tcp" "$logdir/hydra-job.out" ||
+      { echo "FAIL: mpiexec.hydra in sbatch: $(tail -n 5 "$logdir/hydra-job.out")"; status=1; }
+  fi
+else
+  echo "mpiexec.hydra part not run: no mpiexec.hydra (Debian: mpich)"
 fi
 
 # 7. torch.distributed under srun, the variables set as cluster docs show.
