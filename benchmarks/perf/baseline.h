@@ -1,4 +1,5 @@
-// Open MPI inside coil_perf: as the launcher's channel for coil's unique id,
+// The MPI coil_perf was built with (Open MPI, or MPICH and its kin: Intel
+// MPI, MVAPICH) inside coil_perf: as the launcher's channel for coil's unique id,
 // and as the reference implementation of each collective (--baseline mpi):
 //   allreduce MPI_Allreduce, broadcast MPI_Bcast, reduce MPI_Reduce,
 //   allgather MPI_Allgather, reducescatter MPI_Reduce_scatter_block,
@@ -12,9 +13,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "coil.h"
 #include "collectives.h"
+#include "mpi_family.h"
 
 namespace coil_perf {
 
@@ -40,8 +43,15 @@ class MpiWorld {
 /// True when this coil_perf was built with MPI.
 bool mpiBuiltIn();
 
-/// Calls MPI_Init and returns the world. Only for processes started by
-/// mpirun, and only in MPI builds (throws std::logic_error otherwise).
+/// The first line of MPI_Get_library_version ("Open MPI v4.1.4, ...",
+/// "MPICH Version: 4.0.2"), which MPI allows before MPI_Init; "" without MPI.
+std::string mpiLibraryVersion();
+/// The family of the linked MPI library (None without MPI).
+MpiFamily builtInMpiFamily();
+
+/// Calls MPI_Init and returns the world. Only for processes started by the
+/// library's own launcher, and only in MPI builds (throws std::logic_error
+/// otherwise).
 std::unique_ptr<MpiWorld> startMpi(int* argc, char*** argv);
 
 }  // namespace coil_perf

@@ -60,16 +60,16 @@ MPI_Op mpiOp(coilRedOp_t op) {
   }
 }
 
-class OpenMpiWorld final : public MpiWorld {
+class LinkedMpiWorld final : public MpiWorld {
  public:
-  OpenMpiWorld(int* argc, char*** argv) {
+  LinkedMpiWorld(int* argc, char*** argv) {
     mpiCheck(MPI_Init(argc, argv), "MPI_Init");
     // Errors come back as codes, so they become exceptions with a message.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
   }
-  ~OpenMpiWorld() override { MPI_Finalize(); }
+  ~LinkedMpiWorld() override { MPI_Finalize(); }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -152,8 +152,24 @@ class OpenMpiWorld final : public MpiWorld {
 
 bool mpiBuiltIn() { return true; }
 
+std::string mpiLibraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "(MPI_Get_library_version failed)";
+  std::string version(text, length);
+  version = version.substr(0, version.find('\n'));
+  // MPICH pads its fields with spaces and tabs: one space each.
+  std::string tidy;
+  for (char c : version)
+    if ((c != ' ' && c != '\t') || (!tidy.empty() && tidy.back() != ' ')) tidy += c == '\t' ? ' ' : c;
+  while (!tidy.empty() && tidy.back() == ' ') tidy.pop_back();
+  return tidy;
+}
+
+MpiFamily builtInMpiFamily() { return mpiFamilyOf(mpiLibraryVersion().c_str()); }
+
 std::unique_ptr<MpiWorld> startMpi(int* argc, char*** argv) {
-  return std::make_unique<OpenMpiWorld>(argc, argv);
+  return std::make_unique<LinkedMpiWorld>(argc, argv);
 }
 
 }  // namespace coil_perf

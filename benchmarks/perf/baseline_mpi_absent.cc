@@ -7,6 +7,10 @@ namespace coil_perf {
 
 bool mpiBuiltIn() { return false; }
 
+std::string mpiLibraryVersion() { return ""; }
+
+MpiFamily builtInMpiFamily() { return MpiFamily::None; }
+
 std::unique_ptr<MpiWorld> startMpi(int*, char***) {
   throw std::logic_error("coil_perf was built without MPI");
 }

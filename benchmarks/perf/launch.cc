@@ -55,27 +55,53 @@ const char* launcherName(Launcher launcher) {
   return "?";
 }
 
+namespace {
+
+// The launcher that starts the MPI library coil_perf was built with.
+Launcher launcherOf(MpiFamily family) {
+  switch (family) {
+    case MpiFamily::OpenMpi: return Launcher::Mpirun;
+    case MpiFamily::Mpich: return Launcher::Hydra;
+    default: return Launcher::None;
+  }
+}
+
+}  // namespace
+
 ProcessLaunch::ProcessLaunch(const Options& opts, int* argc, char*** argv)
     : env_(detectLauncher()), threads_(opts.threads) {
   if (opts.baselineMpi && !mpiBuiltIn()) {
     throw UsageError("--baseline mpi: coil_perf was built without MPI");
   }
-  if (opts.baselineMpi && env_.launcher != Launcher::Mpirun) {
-    throw UsageError("--baseline mpi: start coil_perf with mpirun, e.g. "
-                     "mpirun -np 4 coil_perf --baseline mpi");
+  // MPI_Init joins only a launch of the library's own process manager;
+  // under another launcher coil_perf starts through coilCommInitFromEnv.
+  const MpiFamily family = builtInMpiFamily();
+  const bool mpiStarts = mpiBuiltIn() && env_.launcher != Launcher::None &&
+                         env_.launcher == launcherOf(family);
+  if (opts.baselineMpi && !mpiStarts) {
+    const char* how = family == MpiFamily::Mpich ? "MPICH's or Intel MPI's mpiexec, e.g. "
+                                                   "mpiexec -n 4 coil_perf --baseline mpi"
+                                                 : "Open MPI's mpirun, e.g. mpirun -np 4 "
+                                                   "coil_perf --baseline mpi";
+    throw UsageError(std::string("--baseline mpi: coil_perf was built with ") +
+                     mpiFamilyName(family) + "; start it with " + how);
   }
   if (env_.launcher != Launcher::None && opts.nprocs != 0 && opts.nprocs != env_.worldSize) {
     throw UsageError(std::string("-P ") + std::to_string(opts.nprocs) +
                      ": the number of processes is set by " + launcherName(env_.launcher) + " (" +
                      std::to_string(env_.worldSize) + "); leave -P out");
   }
-  const bool idFromProcess =
-      env_.launcher == Launcher::None || (env_.launcher == Launcher::Mpirun && mpiBuiltIn());
+  const bool idFromProcess = env_.launcher == Launcher::None || mpiStarts;
   if (threads_ > 1 && !idFromProcess) {
+    const Launcher own = launcherOf(family);
     throw UsageError(std::string("-t ") + std::to_string(threads_) + ": under " +
                      launcherName(env_.launcher) +
                      " each process is one rank (coilCommInitFromEnv); start more processes "
-                     "instead, or run -t without a launcher or under mpirun");
+                     "instead, or run -t without a launcher" +
+                     (own == Launcher::None ? std::string()
+                                            : std::string(" or under ") + launcherName(own) +
+                                                  " (coil_perf's MPI is " +
+                                                  mpiFamilyName(family) + ")"));
   }
   process_ = env_.rank;
   processes_ = env_.worldSize;
@@ -88,7 +114,7 @@ ProcessLaunch::ProcessLaunch(const Options& opts, int* argc, char*** argv)
     } else {
       process_ = 0;
     }
-  } else if (env_.launcher == Launcher::Mpirun && mpiBuiltIn()) {
+  } else if (mpiStarts) {
     mpi_ = startMpi(argc, argv);
     process_ = mpi_->rank();
     processes_ = mpi_->size();

@@ -153,6 +153,8 @@ RankOutcome runRank(const Options& opts, const ProcessLaunch& launch, int thread
       table.printRunInfo();
       table.printNote("memory: " + memory.note +
                       (device >= 0 ? " (CUDA device " + std::to_string(device) + ")" : ""));
+      // Which MPI the mpi columns measure: reports compare against a library.
+      if (opts.baselineMpi) table.printNote("baseline mpi: " + mpiLibraryVersion());
     }
     if (!opts.calibratePath.empty() || opts.predict) {
       runModelTools(opts, self, info.ranks, out.printer);
