@@ -303,8 +303,9 @@ void startRootAt(const UniqueIdData& id, int64_t timeoutMs) {
          e.what(), " (the address is COIL_COMM_ID if set, else MASTER_ADDR:MASTER_PORT, or "
          "MASTER_PORT+1 under torchrun without its agent store; under srun MASTER_ADDR and "
          "MASTER_PORT default to the step's first node and a port from SLURM_JOB_ID and "
-         "SLURM_STEP_ID; set COIL_COMM_ID=host:port or MASTER_PORT to a free port, or give "
-         "torchrun another --master-port)");
+         "SLURM_STEP_ID, under mpirun on one host to 127.0.0.1 and a port from Open MPI's job "
+         "id; set COIL_COMM_ID=host:port or MASTER_PORT to a free port, or give torchrun "
+         "another --master-port)");
   }
   launch(std::move(listener), id, timeoutMs);
 }
