@@ -26,9 +26,15 @@ sweep=(-b 8 -e 256K -f 8 -n 3 -w 1 -c 1)
 # A port the kernel just handed out, for launches that need one.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# In the sanitizer leg, LeakSanitizer reports what MPICH's MPI_Init
+# allocates and never frees (600 KiB in 8000 strdup calls, in MPICH's own
+# frames): not coil's. The two runs that call MPI_Init leave leak checking
+# out; the runs below that do not call it keep it.
+mpich_init_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+
 # 1. The MPICH build under mpiexec: MPI_Init, the id by MPI_Bcast, and the
 #    MPI baseline's columns, from MPICH.
-timeout 120 mpiexec.hydra -n 3 "$perf_mpich" --baseline mpi "${sweep[@]}" > "$out/mpich" 2>&1
+"${mpich_init_env[@]}" timeout 120 mpiexec.hydra -n 3 "$perf_mpich" --baseline mpi "${sweep[@]}" > "$out/mpich" 2>&1
 check "MPICH build, mpiexec -n 3 --baseline mpi: exits 0" test $? -eq 0
 check "... launcher mpiexec-hydra, 3 ranks" grep -q "nranks 3, transport auto, launcher mpiexec-hydra" "$out/mpich"
 check "... the baseline is MPICH" grep -q "^# baseline mpi: MPICH Version: [0-9]" "$out/mpich"
@@ -37,7 +43,7 @@ check "... results checked" grep -q "Out of bounds values : 0 OK" "$out/mpich"
 
 # 2. -t 2 under mpiexec: threads of MPI-started processes (the id comes
 #    from MPI, so several ranks a process work, as under mpirun).
-timeout 120 mpiexec.hydra -n 2 "$perf_mpich" -t 2 "${sweep[@]}" > "$out/mpich-t2" 2>&1
+"${mpich_init_env[@]}" timeout 120 mpiexec.hydra -n 2 "$perf_mpich" -t 2 "${sweep[@]}" > "$out/mpich-t2" 2>&1
 check "MPICH build, mpiexec -n 2 -t 2: 4 ranks" grep -q "nranks 4," "$out/mpich-t2"
 
 # 3. The Open MPI build under mpiexec: coilCommInitFromEnv (PMI_RANK,
