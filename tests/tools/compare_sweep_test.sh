@@ -12,7 +12,11 @@ check() {  # description, then a command that must succeed
   local what="$1"; shift
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; fail=1; fi
 }
-timeout 240 python3 "$compare" --build "$build" -b 64 -e 4K -f 64 --iters 3 --warmup 1 \
+# In the sanitizer leg LeakSanitizer reports what Open MPI's and MPICH's
+# MPI_Init allocate and never free (600-750 KiB each, in their own
+# frames), which fails those runs; leaks are not what this test checks.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+  timeout 240 python3 "$compare" --build "$build" -b 64 -e 4K -f 64 --iters 3 --warmup 1 \
   --skip yardsticks > "$out/report" 2> "$out/stderr"
 status=$?
 check "exits 0 (status $status)" test "$status" -eq 0
