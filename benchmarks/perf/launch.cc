@@ -76,8 +76,8 @@ ProcessLaunch::ProcessLaunch(const Options& opts, int* argc, char*** argv)
   // MPI_Init joins only a launch of the library's own process manager;
   // under another launcher coil_perf starts through coilCommInitFromEnv.
   const MpiFamily family = builtInMpiFamily();
-  const bool mpiStarts = mpiBuiltIn() && env_.launcher != Launcher::None &&
-                         env_.launcher == launcherOf(family);
+  const Launcher own = launcherOf(family);  // None without MPI
+  const bool mpiStarts = own != Launcher::None && env_.launcher == own;
   if (opts.baselineMpi && !mpiStarts) {
     const char* how = family == MpiFamily::Mpich ? "MPICH's or Intel MPI's mpiexec, e.g. "
                                                    "mpiexec -n 4 coil_perf --baseline mpi"
@@ -93,7 +93,6 @@ ProcessLaunch::ProcessLaunch(const Options& opts, int* argc, char*** argv)
   }
   const bool idFromProcess = env_.launcher == Launcher::None || mpiStarts;
   if (threads_ > 1 && !idFromProcess) {
-    const Launcher own = launcherOf(family);
     throw UsageError(std::string("-t ") + std::to_string(threads_) + ": under " +
                      launcherName(env_.launcher) +
                      " each process is one rank (coilCommInitFromEnv); start more processes "

@@ -70,9 +70,8 @@ const char* slurmStepVar() {
 // hydra (MPICH's and Intel MPI's process manager) says how many ranks
 // share the host; Slurm's PMI plugins (srun --mpi=pmi2), which set PMI_RANK
 // and PMI_SIZE too, do not.
-bool hydraStartedThisProcess() {
-  return setsRankOrSize(kHydra) &&
-         (env::get("MPI_LOCALNRANKS").has_value() || env::get("MPI_LOCALRANKID").has_value());
+bool hasHydrasLocalVars() {
+  return env::get(kHydra.localSizeVar).has_value() || env::get(kHydra.localRankVar).has_value();
 }
 
 // Order matters where launchers nest. mpiexec (hydra) inside an sbatch job
@@ -82,7 +81,7 @@ bool hydraStartedThisProcess() {
 // Slurm's own, and Slurm's defaults apply. The choice must not depend on
 // the rank: every rank must pick the same launcher.
 bool detected(const LauncherVars& l) {
-  if (&l == &kHydra) return setsRankOrSize(l) && (hydraStartedThisProcess() || !slurmStepVar());
+  if (&l == &kHydra) return setsRankOrSize(l) && (hasHydrasLocalVars() || !slurmStepVar());
   if (&l == &kSlurm) return setsRankOrSize(l) && slurmStepVar() != nullptr;
   return setsRankOrSize(l);
 }
@@ -94,13 +93,19 @@ std::string why(const LauncherVars& l) {
   return std::string(" (") + (rank ? l.rankVar : l.sizeVar) + " is set)";
 }
 
-int64_t requiredInt(const LauncherVars& l, const char* var, int64_t lo, int64_t hi) {
-  std::optional<int64_t> v;
+// `var` as an integer in [lo, hi], or nothing when unset; a malformed value
+// is named with the launcher.
+std::optional<int64_t> optionalInt(const LauncherVars& l, const char* var, int64_t lo,
+                                   int64_t hi) {
   try {
-    v = env::getInt(var, lo, hi);
+    return env::getInt(var, lo, hi);
   } catch (const Error& e) {
     fail(coilInvalidUsage, l.style, ": ", e.what());
   }
+}
+
+int64_t requiredInt(const LauncherVars& l, const char* var, int64_t lo, int64_t hi) {
+  std::optional<int64_t> v = optionalInt(l, var, lo, hi);
   if (!v) fail(coilInvalidUsage, l.style, " needs ", var, why(l));
   return *v;
 }
@@ -173,23 +178,17 @@ SocketAddress slurmRoot(int rank) {
 }
 
 // Under mpirun or mpiexec MASTER_ADDR may be left out when every rank runs
-// on this host (the launcher's local size is the world size): the root then
-// listens on loopback. MASTER_PORT may be left out when the launcher names
-// the job (Open MPI does, hydra does not): the port comes from the job id,
-// the same on every rank and different for concurrent jobs.
-SocketAddress mpiLauncherRoot(const LauncherVars& l) {
+// on this host (the launcher's local size is the world size, `nranks`): the
+// root then listens on loopback. MASTER_PORT may be left out when the
+// launcher names the job (Open MPI does, hydra does not): the port comes
+// from the job id, the same on every rank and different for concurrent jobs.
+SocketAddress mpiLauncherRoot(const LauncherVars& l, int nranks) {
   std::string host;
   const char* from = "MASTER_ADDR/MASTER_PORT";
   if (auto given = env::get("MASTER_ADDR")) {
     host = *given;
   } else {
-    const int64_t nranks = requiredInt(l, l.sizeVar, 1, INT_MAX);
-    std::optional<int64_t> local;
-    try {
-      local = env::getInt(l.localSizeVar, 1, INT_MAX);
-    } catch (const Error& e) {
-      fail(coilInvalidUsage, l.style, ": ", e.what());
-    }
+    std::optional<int64_t> local = optionalInt(l, l.localSizeVar, 1, INT_MAX);
     if (!local)
       fail(coilInvalidUsage, l.style, " needs MASTER_ADDR, rank 0's host (", l.localSizeVar,
            " is not set, so whether all ranks share this host is unknown): ", l.exportHint);
@@ -200,16 +199,16 @@ SocketAddress mpiLauncherRoot(const LauncherVars& l) {
     host = "127.0.0.1";
     from = "loopback, as every rank runs on this host (set MASTER_ADDR instead)";
   }
+  if (env::get("MASTER_PORT"))
+    return hostAndPort(l, host, requiredInt(l, "MASTER_PORT", 1, 65535), from);
   const std::string job = jobKey(l);
-  if (!env::get("MASTER_PORT") && !job.empty())
-    return hostAndPort(l, host, launcherJobPort(job), from);
-  if (!env::get("MASTER_PORT") && l.jobKeyVars[0] == nullptr)
-    fail(coilInvalidUsage, l.style, " needs MASTER_PORT (", l.name,
-         " names no job to take a port from): ", l.exportHint);
-  return hostAndPort(l, host, requiredInt(l, "MASTER_PORT", 1, 65535), from);
+  if (job.empty())
+    fail(coilInvalidUsage, l.style, " needs MASTER_PORT: no job id to take a port from (",
+         l.name, " sets none, or its variable is missing): ", l.exportHint);
+  return hostAndPort(l, host, launcherJobPort(job), from);
 }
 
-SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int rank) {
+SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int rank, int nranks) {
   if (auto commId = env::get("COIL_COMM_ID")) {
     try {
       return SocketAddress::parse(*commId);
@@ -218,7 +217,7 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int ran
     }
   }
   if (&l == &kSlurm) return slurmRoot(rank);
-  if (&l == &kOpenMpi || &l == &kHydra) return mpiLauncherRoot(l);
+  if (&l == &kOpenMpi || &l == &kHydra) return mpiLauncherRoot(l, nranks);
   int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
   if (underTorchElastic) {
     // torchrun's own store listens on MASTER_PORT; the root takes the next.
@@ -272,17 +271,13 @@ LaunchInfo readLauncherEnv() {
   if (info.rank >= info.nranks)
     fail(coilInvalidUsage, l->style, ": ", l->rankVar, "=", info.rank, " is not below ",
          l->sizeVar, "=", info.nranks);
-  try {
-    info.localRank = static_cast<int>(env::getInt(l->localRankVar, 0, INT_MAX).value_or(-1));
-  } catch (const Error& e) {
-    fail(coilInvalidUsage, l->style, ": ", e.what());
-  }
+  info.localRank = static_cast<int>(optionalInt(*l, l->localRankVar, 0, INT_MAX).value_or(-1));
   const bool underTorchElastic = l == &kTorchrun && env::get("TORCHELASTIC_RUN_ID").has_value();
   if (underTorchElastic) {
     info.store = agentStore(*l);
     if (info.store) return info;
   }
-  SocketAddress root = rootAddress(*l, underTorchElastic, info.rank);
+  SocketAddress root = rootAddress(*l, underTorchElastic, info.rank, info.nranks);
   info.id = uniqueIdForFixedRoot(root, jobKey(*l));
   return info;
 }
