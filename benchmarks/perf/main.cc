@@ -33,6 +33,22 @@ std::string transportLabel(const Options& opts) {
   return env && *env ? env : "auto";
 }
 
+// The header's note on tcp's congestion control (COIL_TCP_CONGESTION, else
+// the kernel's default): on loopback a pacing one (BBR) moves coil's and
+// MPI's large messages at about half the speed of reno or cubic, so a
+// reader of the numbers needs to know which ran.
+std::string tcpCongestionNote() {
+  if (const char* set = std::getenv("COIL_TCP_CONGESTION"); set && *set)
+    return std::string("tcp congestion control: ") + set + " (COIL_TCP_CONGESTION)";
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  char name[64] = {};
+  const bool read = f != nullptr && std::fgets(name, sizeof name, f) != nullptr;
+  if (f != nullptr) std::fclose(f);
+  std::string system = read ? name : "unknown";
+  if (!system.empty() && system.back() == '\n') system.pop_back();
+  return "tcp congestion control: " + system + " (the system's default; COIL_TCP_CONGESTION sets coil's)";
+}
+
 // Where the sweep's buffers are (--memory), decided in main before any rank
 // exists: the probe asks CUDA in a child process, since a process that has
 // initialised CUDA cannot fork ranks that use it.
@@ -155,6 +171,7 @@ RankOutcome runRank(const Options& opts, const ProcessLaunch& launch, int thread
                       (device >= 0 ? " (CUDA device " + std::to_string(device) + ")" : ""));
       // Which MPI the mpi columns measure: reports compare against a library.
       if (opts.baselineMpi) table.printNote("baseline mpi: " + mpiLibraryVersion());
+      if (transportLabel(opts) == "tcp") table.printNote(tcpCongestionNote());
     }
     if (!opts.calibratePath.empty() || opts.predict) {
       runModelTools(opts, self, info.ranks, out.printer);

@@ -77,6 +77,7 @@ constexpr Variable kVariables[] = {
     integer(kLibrary, "COIL_NSOCKS", 1, 16, "TCP sockets per peer"),
     integer(kLibrary, "COIL_TCP_SLOTS", 1, kMaxFifoSlots, "TCP FIFO depth (power of two)"),
     byteSize(kLibrary, "COIL_TCP_SLOT_BYTES", 1, 64 * kMiB, "TCP FIFO slot size"),
+    text(kLibrary, "COIL_TCP_CONGESTION", "TCP congestion control of the data sockets (reno, cubic, ...)"),
     // ib.
     text(kLibrary, "COIL_IB_HCA", "RDMA devices and ports to use (NCCL's syntax)"),
     integer(kLibrary, "COIL_IB_GID_INDEX", 0, 255, "GID index on RoCE"),

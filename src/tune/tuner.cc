@@ -55,11 +55,16 @@ constexpr double kFifoWakeUs = 9.0;
 // of every output line (measured: 23% less CPU time per call at 16 MiB).
 constexpr size_t kSlicePieceBytes = 1 << 20;
 constexpr size_t kStreamFromBytes = 4 << 20;
-// The FIFO programs' piece on a caller-driven path: one message per piece,
-// written from where the data lies. 1 MiB, tcp's largest express message:
-// 256 KiB and 512 KiB pieces were as fast within the noise at 2-32 MiB
-// (2 ranks, 2026-12-06), and a larger piece makes fewer system calls.
-constexpr size_t kCallerPieceBytes = 1 << 20;
+// The FIFO programs' and point-to-point messages' piece on a caller-driven
+// path: one message per piece, written from where the data lies. 256 KiB,
+// a quarter of tcp's largest express message: a piece that fits TCP's
+// initial window (ten 64 KiB loopback segments) leaves in the write that
+// made it. Under a pacing congestion control (BBR) a larger one is partly
+// sent later from a timer on another CPU, arrives out of order, and the
+// retransmissions halved the ring (2.0-2.9 GB/s with 1 MiB pieces,
+// 3.8-5.0 with 256 KiB, 2 ranks, 2026-12-07; docs/performance.md 4.3).
+// Without pacing 256 KiB and 1 MiB were as fast within the noise.
+constexpr size_t kCallerPieceBytes = 256 << 10;
 // The buffers outgrow the last-level cache when n ranks' inputs and
 // outputs (2·n·S) pass half of it: S > L3 / (4n), 4 MiB for 2 ranks here.
 constexpr size_t kAssumedCacheBytes = 8 << 20;

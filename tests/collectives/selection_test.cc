@@ -152,6 +152,22 @@ TEST(Selection, TcpUsesOneShotForSmallAndRingForLarge) {
   EXPECT_EQ(pick(m, 64 << 20), Algo::kRing);
 }
 
+// Two ranks on tcp's express path: the one-shot while its single message
+// is cheaper than the ring's two steps, the ring from 128 KiB (measured
+// side by side: the one-shot 11 against the ring's 15 us at 32 KiB, about
+// even at 64 KiB, 2.3-2.4 against 3.9-4.1 GB/s at 128 KiB; docs/performance.md,
+// section 4.3).
+TEST(Selection, TcpExpressPathHandsOverToTheRingAtTensOfKilobytes) {
+  Topology t = tcp(2);
+  t.callerPieceBytes = 1 << 20;
+  t.fifoSlotBytes = 1 << 20;
+  Model m(t);
+  EXPECT_EQ(pick(m, 16 << 10), Algo::kOneShot);
+  EXPECT_EQ(pick(m, 64 << 10), Algo::kOneShot);
+  EXPECT_EQ(pick(m, 128 << 10), Algo::kRing);
+  EXPECT_EQ(pick(m, 1 << 20), Algo::kRing);
+}
+
 // Where every peer has a caller-driven path (tcp's express sockets), the
 // FIFO programs run on it in pieces of up to its largest message, at its
 // costs; COIL_TUNE's caller= sets the piece or turns it off.
@@ -161,8 +177,9 @@ TEST(Selection, FifoProgramsRunOnTheCallerDrivenPathsWhereEveryPeerHasOne) {
   EXPECT_EQ(Model(t).chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), t.chunkBytes);
   t.callerPieceBytes = 1 << 20;
   Model m(t);
-  EXPECT_EQ(m.callerPieceBytes(), 1u << 20);
-  EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), 1u << 20);
+  EXPECT_EQ(m.callerPieceBytes(), 256u << 10)
+      << "pieces of 256 KiB where the path carries up to 1 MiB (tuner.cc, kCallerPieceBytes)";
+  EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), 256u << 10);
   EXPECT_GT(t.callerPath.alphaUs, 0.0) << "tcp states its express path's costs";
   EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).betaUsPerB, t.callerPath.betaUsPerB);
   EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).alphaUs, t.callerPath.alphaUs);
@@ -179,8 +196,12 @@ TEST(Selection, FifoProgramsRunOnTheCallerDrivenPathsWhereEveryPeerHasOne) {
     EXPECT_DOUBLE_EQ(fifo.cost(Algo::kRing).alphaUs, t.fifo.alphaUs);
   }
   {
-    ScopedTune smaller("tcp:caller=262144;shm:caller=0");
-    EXPECT_EQ(Model(t).callerPieceBytes(), 262144u) << "another transport's entry is ignored";
+    ScopedTune smaller("tcp:caller=131072;shm:caller=0");
+    EXPECT_EQ(Model(t).callerPieceBytes(), 131072u) << "another transport's entry is ignored";
+  }
+  {
+    ScopedTune larger("tcp:caller=1048576");
+    EXPECT_EQ(Model(t).callerPieceBytes(), 1u << 20) << "up to the path's largest message";
   }
   for (const char* bad : {"tcp:caller=2097152", "tcp/ring:caller=1024", "window:caller=1024"}) {
     ScopedTune tune(bad);

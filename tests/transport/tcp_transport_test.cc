@@ -35,8 +35,8 @@ TEST_P(TcpOptionsStream, StripesOverAnySocketCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tcp, TcpOptionsStream,
-                         ::testing::Values(tcp::TcpOptions{1, 1, 4096}, tcp::TcpOptions{3, 4, 1000},
-                                           tcp::TcpOptions{16, 16, 8192}, tcp::TcpOptions{2, 2, 1}),
+                         ::testing::Values(tcp::TcpOptions{1, 1, 4096, ""}, tcp::TcpOptions{3, 4, 1000, ""},
+                                           tcp::TcpOptions{16, 16, 8192, ""}, tcp::TcpOptions{2, 2, 1, ""}),
                          [](const auto& info) {
                            return std::to_string(info.param.nsocks) + "socks_" +
                                   std::to_string(info.param.slotCount) + "x" + std::to_string(info.param.slotBytes);
@@ -186,12 +186,12 @@ TEST(TcpTransport, OptionsAreValidated) {
     }
     return coilSuccess;
   };
-  EXPECT_EQ(code([] { tcp::TcpOptions{4, 2, 1024}.validate(); }), coilInvalidUsage);   // nsocks > slots
-  EXPECT_EQ(code([] { tcp::TcpOptions{1, 6, 1024}.validate(); }), coilInvalidUsage);   // not a power of two
-  EXPECT_EQ(code([] { tcp::TcpOptions{1, 32, 1024}.validate(); }), coilInvalidUsage);  // > kMaxSlots
-  EXPECT_EQ(code([] { tcp::TcpOptions{1, 8, 0}.validate(); }), coilInvalidUsage);
-  EXPECT_EQ(code([] { tcp::TcpOptions{0, 8, 1024}.validate(); }), coilInvalidUsage);
-  EXPECT_EQ(code([] { tcp::TcpOptions{16, 16, 1}.validate(); }), coilSuccess);
+  EXPECT_EQ(code([] { tcp::TcpOptions{4, 2, 1024, ""}.validate(); }), coilInvalidUsage);   // nsocks > slots
+  EXPECT_EQ(code([] { tcp::TcpOptions{1, 6, 1024, ""}.validate(); }), coilInvalidUsage);   // not a power of two
+  EXPECT_EQ(code([] { tcp::TcpOptions{1, 32, 1024, ""}.validate(); }), coilInvalidUsage);  // > kMaxSlots
+  EXPECT_EQ(code([] { tcp::TcpOptions{1, 8, 0, ""}.validate(); }), coilInvalidUsage);
+  EXPECT_EQ(code([] { tcp::TcpOptions{0, 8, 1024, ""}.validate(); }), coilInvalidUsage);
+  EXPECT_EQ(code([] { tcp::TcpOptions{16, 16, 1, ""}.validate(); }), coilSuccess);
 
   setenv("COIL_NSOCKS", "16", 1);
   EXPECT_EQ(tcp::TcpOptions::fromEnv().slotCount, 16u);  // grows to fit the sockets

@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "transports/tcp/congestion_control.h"
 #include "transports/tcp/tcp_connection.h"
 #include "transports/tcp/tcp_proxy.h"
 
@@ -65,12 +66,14 @@ static_assert(sizeof(Hello) == 32);
 
 bool isPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-void setBufferSizes(Socket& s, int nsocks) {
-  int bytes = std::max(kMinSocketBufferBytes, kPeerBufferBytes / nsocks);
+// A data socket's buffers and, when one was chosen, its congestion control.
+void configureDataSocket(Socket& s, const TcpOptions& o) {
+  int bytes = std::max(kMinSocketBufferBytes, kPeerBufferBytes / o.nsocks);
   // Best effort: a smaller buffer is slower, not wrong.
   if (setsockopt(s.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes) != 0 ||
       setsockopt(s.fd(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes) != 0)
     COIL_TRACE(kNet, "tcp: cannot set socket buffers to ", bytes, " bytes: ", std::strerror(errno));
+  if (!o.congestion.empty()) setCongestionControl(s.fd(), o.congestion);
 }
 
 SocketAddress addressOf(const ListenerRecord& r) {
@@ -108,7 +111,7 @@ class Setup {
         // The peer listened before the records were exchanged: a refusal
         // means it is gone.
         Socket s = Socket::connect(addr, ctx_.deadline, ctx_.abortFlag, Socket::Refused::kFinal);
-        setBufferSizes(s, o_.nsocks);
+        configureDataSocket(s, o_);
         auth::proveAsClient(s, ctx_.oob.secret(), kAuthPurpose, ctx_.deadline);
         Hello hello{kHelloMagic,
                     ctx_.rank,
@@ -193,7 +196,7 @@ class Setup {
     } else if (out[h.fromRank][h.socketIndex].valid()) {
       os << "duplicate socket " << h.socketIndex << " from rank " << h.fromRank;
     } else {
-      setBufferSizes(s, o_.nsocks);
+      configureDataSocket(s, o_);
       out[h.fromRank][h.socketIndex] = std::move(s);
       return true;
     }
@@ -234,6 +237,10 @@ TcpOptions TcpOptions::fromEnv() {
   }
   if (auto v = env::getInt("COIL_TCP_SLOT_BYTES", 1, kMaxSlotBytes))
     o.slotBytes = static_cast<uint32_t>(*v);
+  if (auto name = env::get("COIL_TCP_CONGESTION"); name && !name->empty()) {
+    checkCongestionControl(*name);
+    o.congestion = *name;
+  }
   o.validate();
   return o;
 }
@@ -252,21 +259,21 @@ void TcpOptions::validate() const {
 
 // ---- transport -----------------------------------------------------------------
 
-// Measured over loopback on the 2-core reference machine, 2026-11-21
-// (docs/performance.md). FIFO: a slot hand-off through the proxy threads
-// costs ~45 µs; one direction of a link carries ~1.5 GB/s while the other
-// is busy too (both cost the same CPUs). One-shot over the express path:
-// the calling thread drives its own socket, so a message costs one
-// loopback hop (~14 µs) and no hand-off. The FIFO programs on the express
-// path (2026-12-06): its bytes, and a step about two of its hops (a rank's
-// step waits for a neighbour that has just received): with that, 2 ranks
-// switch from the one-shot to the ring between 512 KiB and 1 MiB, where
-// the ring overtook it in measurements.
+// Measured over loopback on the 2-core reference machines
+// (docs/performance.md). FIFO (2026-11-21): a slot hand-off through the
+// proxy threads costs ~45 µs; one direction of a link carries ~1.5 GB/s
+// while the other is busy too (both cost the same CPUs). One-shot over the
+// express path: the calling thread drives its own socket, so a message
+// costs one loopback hop (3.7-4.3 µs at 8-512 B, 2026-12-07) and no
+// hand-off. The FIFO programs on the express path, in 256 KiB pieces
+// (2026-12-07): 2 ranks moved 3.8-5.0 GB/s from 128 KiB, their step
+// costing about a 12 µs α, so 2 ranks switch from the one-shot to the ring
+// between 64 and 128 KiB, where the two were measured to cross.
 const Traits& tcpTraits() {
   static const Traits traits{"tcp", /*peerMemoryMapped=*/false,
                              LinkCost{45.0, 1.0 / 1500.0, 1.0 / 8000.0, 1.0},
-                             LinkCost{14.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0},
-                             LinkCost{28.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0}};
+                             LinkCost{4.0, 1.0 / 3000.0, 1.0 / 8000.0, 1.0},
+                             LinkCost{12.0, 1.0 / 6000.0, 1.0 / 8000.0, 1.0}};
   return traits;
 }
 
@@ -322,7 +329,7 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
     SocketAddress bindAddress = ctx.oob.localAddress();
     bindAddress.setPort(0);
     listener = Socket::listen(bindAddress);
-    setBufferSizes(listener, options_.nsocks);  // accepted sockets inherit them
+    configureDataSocket(listener, options_);  // accepted sockets inherit the buffers
     SocketAddress bound = listener.localAddress();
     mine.hasListener = 1;
     mine.address = bound.storage;
@@ -360,7 +367,9 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
     COIL_INFO(kNet, "tcp: rank ", ctx.rank, " connected to rank ", peer, " (",
               socks.front().localAddress().toString(), " -> ",
               socks.front().peerAddress().toString(), ", ", options_.nsocks, " socket(s), ",
-              options_.slotCount, "x", options_.slotBytes, "B slots)");
+              options_.slotCount, "x", options_.slotBytes, "B slots, congestion control ",
+              congestionControlOf(socks.back().fd()),
+              options_.congestion.empty() ? ", the system's" : ", COIL_TCP_CONGESTION", ")");
     Socket express = std::move(socks.back());  // socket index nsocks
     socks.pop_back();
     auto channel = std::make_shared<TcpChannel>(peer, std::move(socks), options_.slotCount,

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "net/socket.h"
@@ -48,8 +49,12 @@ struct TcpOptions {
   int nsocks = kDefaultNsocks;
   uint32_t slotCount = kDefaultSlotCount;
   uint32_t slotBytes = kDefaultSlotBytes;
+  /// The TCP congestion control set on every data socket; "" leaves the
+  /// system's default (congestion_control.h says why one would set it).
+  std::string congestion;
 
-  /// Defaults overridden by COIL_NSOCKS / COIL_TCP_SLOTS / COIL_TCP_SLOT_BYTES.
+  /// Defaults overridden by COIL_NSOCKS / COIL_TCP_SLOTS / COIL_TCP_SLOT_BYTES
+  /// and COIL_TCP_CONGESTION (checked on a scratch socket).
   /// If only COIL_NSOCKS is set and exceeds the default slot count, the slot
   /// count grows to match. Throws coilInvalidUsage naming a bad variable.
   static TcpOptions fromEnv();
