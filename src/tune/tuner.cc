@@ -55,8 +55,9 @@ constexpr double kFifoWakeUs = 9.0;
 // of every output line (measured: 23% less CPU time per call at 16 MiB).
 constexpr size_t kSlicePieceBytes = 1 << 20;
 constexpr size_t kStreamFromBytes = 4 << 20;
-// The FIFO programs' and point-to-point messages' piece on a caller-driven
-// path: one message per piece, written from where the data lies. 256 KiB,
+// The FIFO programs' piece on a caller-driven path (point-to-point keeps
+// the path's largest message, see messagePieceBytes): one message per
+// piece, written from where the data lies. 256 KiB,
 // a quarter of tcp's largest express message: a piece that fits TCP's
 // initial window (ten 64 KiB loopback segments) leaves in the write that
 // made it. Under a pacing congestion control (BBR) a larger one is partly
@@ -128,6 +129,7 @@ Model::Model(const Topology& topology) : topo_(topology) {
   // for it; so do their messages across hosts where the links inside a
   // host are FIFOs.
   p_.callerPieceBytes = std::min<uint64_t>(topo_.callerPieceBytes, kCallerPieceBytes);
+  p_.messagePieceBytes = topo_.callerPieceBytes;
   p_.mixedCallerPaths = topo_.mixedCallerPaths ? 1 : 0;
   if (p_.callerPieceBytes != 0 || p_.mixedCallerPaths) p_.ring = p_.tree = topo_.callerPath;
   origin_ = "built-in defaults";
@@ -277,7 +279,7 @@ void Model::applyEntry(const std::string& target,
       // Off, the programs' costs are the FIFOs' again (as the transport
       // states them: entries before this one and oversubscription's
       // scaling do not carry over).
-      p_.callerPieceBytes = static_cast<uint64_t>(value);
+      p_.callerPieceBytes = p_.messagePieceBytes = static_cast<uint64_t>(value);
       if (p_.callerPieceBytes == 0) {
         p_.mixedCallerPaths = 0;
         p_.ring = p_.tree = topo_.fifo;

@@ -85,6 +85,7 @@ struct ModelParams {
   uint32_t probeLink;        // 1: rank 0 measures the link across hosts at init (link_probe.cc)
   uint64_t callerPieceBytes; // the FIFO programs run on the caller-driven paths in pieces of
                              // this many bytes (algorithms/caller_path_executor.h); 0: on the FIFOs
+  uint64_t messagePieceBytes; // point-to-point messages' pieces there (comm/p2p_caller_path.h)
   uint32_t mixedCallerPaths; // 1: Topology::mixedCallerPaths, and COIL_TUNE left it on
 };
 
@@ -177,6 +178,11 @@ class Model {
   /// has such paths to every peer, by default; their costs are then the
   /// transport's for them (transport::Traits::callerPath).
   size_t callerPieceBytes() const { return p_.callerPieceBytes; }
+  /// Point-to-point messages on those paths go in pieces of this many
+  /// bytes: the paths' largest message unless COIL_TUNE's caller= set one
+  /// (a stream one way moves a quarter faster in 1 MiB pieces than in the
+  /// programs' 256 KiB, tuner.cc); 0: on the FIFOs.
+  size_t messagePieceBytes() const { return p_.messagePieceBytes; }
   /// True when a communicator with links of both kinds runs its FIFO
   /// programs' messages on the caller-driven paths where a link has one
   /// (Topology::mixedCallerPaths; COIL_TUNE's caller=0 turns it off).

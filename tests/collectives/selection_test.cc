@@ -180,6 +180,7 @@ TEST(Selection, FifoProgramsRunOnTheCallerDrivenPathsWhereEveryPeerHasOne) {
   EXPECT_EQ(m.callerPieceBytes(), 256u << 10)
       << "pieces of 256 KiB where the path carries up to 1 MiB (tuner.cc, kCallerPieceBytes)";
   EXPECT_EQ(m.chunkFor(CollKind::AllReduce, Algo::kRing, 64 << 20), 256u << 10);
+  EXPECT_EQ(m.messagePieceBytes(), 1u << 20) << "point-to-point: the path's largest message";
   EXPECT_GT(t.callerPath.alphaUs, 0.0) << "tcp states its express path's costs";
   EXPECT_DOUBLE_EQ(m.cost(Algo::kRing).betaUsPerB, t.callerPath.betaUsPerB);
   EXPECT_DOUBLE_EQ(m.cost(Algo::kTree).alphaUs, t.callerPath.alphaUs);
@@ -193,11 +194,13 @@ TEST(Selection, FifoProgramsRunOnTheCallerDrivenPathsWhereEveryPeerHasOne) {
     ScopedTune off("tcp:caller=0");
     Model fifo(t);
     EXPECT_EQ(fifo.callerPieceBytes(), 0u);
+    EXPECT_EQ(fifo.messagePieceBytes(), 0u);
     EXPECT_DOUBLE_EQ(fifo.cost(Algo::kRing).alphaUs, t.fifo.alphaUs);
   }
   {
     ScopedTune smaller("tcp:caller=131072;shm:caller=0");
     EXPECT_EQ(Model(t).callerPieceBytes(), 131072u) << "another transport's entry is ignored";
+    EXPECT_EQ(Model(t).messagePieceBytes(), 131072u) << "caller= sets the messages' piece too";
   }
   {
     ScopedTune larger("tcp:caller=1048576");
