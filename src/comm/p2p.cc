@@ -76,11 +76,12 @@ void Communicator::deregisterBuffer(void* handle) {
 
 size_t Communicator::callerPieceBytes(transport::Connection& conn, P2pPath path) const {
   // Where every rank has such a path to every peer, the model's piece for
-  // messages (the path's largest unless COIL_TUNE's caller= sets it for
-  // point-to-point as for the collectives; caller=0 keeps both on the FIFOs). Elsewhere (shm inside each host,
-  // tcp across) each pair whose connection has one uses its largest
-  // message (tcp's express sockets exist at both ends of a tcp connection),
-  // and so do the collectives unless caller=0 keeps them on the FIFOs.
+  // messages: the path's largest, unless COIL_TUNE's caller= sets it for
+  // point-to-point as for the collectives (caller=0 keeps both on the
+  // FIFOs). Elsewhere (shm inside each host, tcp across) each pair whose
+  // connection has one uses its largest message (tcp's express sockets
+  // exist at both ends of a tcp connection), and so do the collectives
+  // unless caller=0 keeps them on the FIFOs.
   if (callerIoBytes_ != 0) return model_.messagePieceBytes();
   if (path == P2pPath::kCollectives && !model_.mixedCallerPaths()) return 0;
   const transport::CallerIo* io = conn.callerIo();

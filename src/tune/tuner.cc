@@ -60,9 +60,9 @@ constexpr size_t kStreamFromBytes = 4 << 20;
 // piece, written from where the data lies. 256 KiB,
 // a quarter of tcp's largest express message: a piece that fits TCP's
 // initial window (ten 64 KiB loopback segments) leaves in the write that
-// made it. Under a pacing congestion control (BBR) a larger one is partly
-// sent later from a timer on another CPU, arrives out of order, and the
-// retransmissions halved the ring (2.0-2.9 GB/s with 1 MiB pieces,
+// made it. Under a pacing congestion control (BBR) larger ones arrived out
+// of order (sent partly later, we think, from a timer on another CPU), and
+// the retransmissions halved the ring (2.0-2.9 GB/s with 1 MiB pieces,
 // 3.8-5.0 with 256 KiB, 2 ranks, 2026-12-07; docs/performance.md 4.3).
 // Without pacing 256 KiB and 1 MiB were as fast within the noise.
 constexpr size_t kCallerPieceBytes = 256 << 10;

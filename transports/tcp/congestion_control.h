@@ -1,16 +1,17 @@
 // TCP congestion control on coil's data sockets (COIL_TCP_CONGESTION).
 //
 // Why coil lets the user choose it. On a machine whose default is BBR, a
-// loopback connection is paced: the kernel sends part of each large write
-// later, from a timer on whichever CPU it fires. With two ranks sending
-// both ways on 2 CPUs the segments of one stream then leave from both CPUs
-// and arrive out of order; TCP takes that for loss, retransmits and shrinks
-// its window, and the connection stays in that state. Measured on a 2-vCPU
-// VM with BBR (docs/performance.md, section 4.3): hundreds of retransmitted
-// segments per second on loopback, point-to-point at 2.5-2.8 GB/s where
-// the same run under reno or cubic moved 4.4-5.9 GB/s with none. Across a
-// real network the congestion control is the site's policy, so coil leaves
-// the system's default alone unless told otherwise.
+// loopback connection is paced. Measured on a 2-vCPU VM with BBR
+// (docs/performance.md, section 4.3): two ranks sending both ways
+// retransmitted hundreds of segments per run on loopback, with segments
+// arriving out of order, and point-to-point moved 2.5-2.7 GB/s where coil's
+// sockets under reno moved 4.6-5.2 in the same runs (and a kernel default
+// of reno or cubic, tried for the experiment, nearly no retransmissions).
+// Our reading: a paced write partly leaves later from a timer, on whichever
+// CPU it fires, so one stream leaves from both CPUs; TCP takes the
+// reordering for loss and shrinks its window. Across a real network the
+// congestion control is the site's policy, so coil leaves the system's
+// default alone unless told otherwise.
 #pragma once
 
 #include <string>
