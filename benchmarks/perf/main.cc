@@ -34,8 +34,9 @@ std::string transportLabel(const Options& opts) {
 }
 
 // The header's note on tcp's congestion control (COIL_TCP_CONGESTION, else
-// the kernel's default): on loopback a pacing one (BBR) moves coil's and
-// MPI's large messages at about half the speed of reno or cubic, so a
+// the kernel's default): on loopback a pacing one (BBR) moved Open MPI's
+// large messages at about half the speed of reno or cubic (and coil's,
+// before its express sockets got a loopback-sized send buffer), so a
 // reader of the numbers needs to know which ran.
 std::string tcpCongestionNote() {
   if (const char* set = std::getenv("COIL_TCP_CONGESTION"); set && *set)

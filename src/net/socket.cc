@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -352,6 +353,33 @@ void Socket::recvAll(void* buf, size_t n, const Deadline& deadline,
              std::to_string(done) + ")";
     });
   }
+}
+
+namespace {
+
+// The IPv4 address an AF_INET or IPv4-mapped AF_INET6 address carries.
+std::optional<in_addr> ipv4Of(const SocketAddress& a) {
+  if (a.family() == AF_INET) return reinterpret_cast<const sockaddr_in&>(a.storage).sin_addr;
+  if (a.family() != AF_INET6) return std::nullopt;
+  const in6_addr& v6 = reinterpret_cast<const sockaddr_in6&>(a.storage).sin6_addr;
+  if (!IN6_IS_ADDR_V4MAPPED(&v6)) return std::nullopt;
+  in_addr v4;
+  std::memcpy(&v4, v6.s6_addr + 12, sizeof v4);
+  return v4;
+}
+
+}  // namespace
+
+bool staysOnThisHost(const SocketAddress& local, const SocketAddress& peer) {
+  const std::optional<in_addr> local4 = ipv4Of(local), peer4 = ipv4Of(peer);
+  if (peer4) {
+    if ((ntohl(peer4->s_addr) >> 24) == 127) return true;  // 127.0.0.0/8
+    return local4 && local4->s_addr == peer4->s_addr;
+  }
+  if (peer.family() != AF_INET6 || local.family() != AF_INET6) return false;
+  const in6_addr& p6 = reinterpret_cast<const sockaddr_in6&>(peer.storage).sin6_addr;
+  const in6_addr& l6 = reinterpret_cast<const sockaddr_in6&>(local.storage).sin6_addr;
+  return IN6_IS_ADDR_LOOPBACK(&p6) || std::memcmp(&p6, &l6, sizeof p6) == 0;
 }
 
 SocketAddress Socket::localAddress() const {

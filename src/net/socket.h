@@ -39,6 +39,13 @@ struct SocketAddress {
   int family() const { return storage.ss_family; }
 };
 
+/// Whether a connection between `local` and `peer` (its two ends' addresses;
+/// ports ignored) never leaves this host: the peer's address is a loopback
+/// one, or it is this end's own (Linux carries traffic to a host's own
+/// addresses through lo). Two addresses that differ count as two hosts,
+/// as network namespaces standing in for hosts are.
+bool staysOnThisHost(const SocketAddress& local, const SocketAddress& peer);
+
 /// An owned file descriptor (closed on destruction).
 class Socket {
  public:

@@ -58,6 +58,32 @@ TEST(SocketAddress, SetPort) {
   EXPECT_EQ(b.toString(), "[::1]:778");
 }
 
+TEST(SocketAddress, TellsWhetherAConnectionStaysOnThisHost) {
+  auto stays = [](const char* local, const char* peer) {
+    return staysOnThisHost(SocketAddress::parse(local), SocketAddress::parse(peer));
+  };
+  // A loopback peer, whatever this end's address.
+  EXPECT_TRUE(stays("127.0.0.1:40000", "127.0.0.1:50000"));
+  EXPECT_TRUE(stays("127.0.0.1:40000", "127.0.0.2:50000"));
+  EXPECT_TRUE(stays("[::1]:40000", "[::1]:50000"));
+  EXPECT_TRUE(stays("[::ffff:127.0.0.1]:1", "[::ffff:127.0.0.1]:2"));
+  // This host's own address on both ends (Linux routes it through lo).
+  EXPECT_TRUE(stays("10.0.0.1:40000", "10.0.0.1:50000"));
+  EXPECT_TRUE(stays("[fd00::2]:40000", "[fd00::2]:50000"));
+  // Another address: another host (or a namespace standing in for one).
+  EXPECT_FALSE(stays("10.0.0.1:40000", "10.0.0.2:50000"));
+  EXPECT_FALSE(stays("[fd00::2]:40000", "[fd00::3]:50000"));
+  EXPECT_FALSE(stays("10.0.0.1:40000", "[::ffff:10.0.0.2]:50000"));
+}
+
+TEST(Socket, ALoopbackConnectionStaysOnThisHost) {
+  Socket listener = Socket::listen(loopback());
+  Socket client = Socket::connect(listener.localAddress(), Deadline::after(5000));
+  Socket server = listener.accept(Deadline::after(5000));
+  EXPECT_TRUE(staysOnThisHost(client.localAddress(), client.peerAddress()));
+  EXPECT_TRUE(staysOnThisHost(server.localAddress(), server.peerAddress()));
+}
+
 TEST(SocketAddress, RejectsMalformedText) {
   for (const char* bad : {"", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
                           "127.0.0.1:12ab", "127.0.0.1:123456", "::1:80", "[::1]80", "[::1",

@@ -40,7 +40,7 @@ world=4
 pids=()
 start_rank() {  # ns ifname rank
   ip netns exec "$1" env RANK="$3" WORLD_SIZE=$world MASTER_ADDR=$addrA MASTER_PORT=$port \
-    COIL_SOCKET_IFNAME="$2" COIL_TIMEOUT_MS=60000 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT \
+    COIL_SOCKET_IFNAME="$2" COIL_TIMEOUT_MS=60000 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT,NET \
     "$rank_bin" >"$logdir/out$3" 2>"$logdir/err$3" &
   pids+=($!)
 }
@@ -60,5 +60,9 @@ done
 # The transports must be the ones a two-host job gets.
 grep -q "rank 0 -> rank 1 via shm" "$logdir/err0" || { echo "FAIL: ranks 0,1 (same namespace) did not use shm"; status=1; }
 grep -q "rank 0 -> rank 2 via tcp" "$logdir/err0" || { echo "FAIL: ranks 0,2 (different namespaces) did not use tcp"; status=1; }
+# Across hosts the express socket keeps the data sockets' send buffer (the
+# loopback-sized one is for connections that stay on a host).
+grep -q "connected to rank 2 (.*express send buffer [0-9]* bytes (across hosts))" "$logdir/err0" ||
+  { echo "FAIL: rank 0's tcp connection to rank 2 was not sized as one across hosts"; status=1; }
 [ $status = 0 ] && echo "netns: 4 ranks on 2 hosts passed"
 exit $status

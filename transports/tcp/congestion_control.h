@@ -9,9 +9,12 @@
 // of reno or cubic, tried for the experiment, nearly no retransmissions).
 // Our reading: a paced write partly leaves later from a timer, on whichever
 // CPU it fires, so one stream leaves from both CPUs; TCP takes the
-// reordering for loss and shrinks its window. Across a real network the
-// congestion control is the site's policy, so coil leaves the system's
-// default alone unless told otherwise.
+// reordering for loss and shrinks its window. On loopback coil now keeps
+// the express socket's send buffer small enough that this no longer
+// happens (tcp_express.h, kLocalExpressSendBufferBytes); the choice stays
+// for what else a congestion control decides. Across a real network it is
+// the site's policy, so coil leaves the system's default alone unless told
+// otherwise.
 #pragma once
 
 #include <string>

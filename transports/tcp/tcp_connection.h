@@ -198,6 +198,8 @@ class TcpConnection final : public Connection, public CallerIo {
   bool recvComplete(size_t* bytes, uint64_t* tag) const override;
   const std::string& failure() const override;
   void awaitAny(const std::vector<CallerIo*>& group, int ms) override;
+  /// The express socket's send buffer as the kernel reports it (SO_SNDBUF).
+  size_t expressSendBufferBytes() const;
 
  private:
   ExpressPath& express() const;

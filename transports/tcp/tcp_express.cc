@@ -28,6 +28,20 @@ constexpr size_t kStageBytes = 16 * 1024;
 
 }  // namespace
 
+bool fitLocalExpressSendBuffer(const Socket& socket) {
+  if (!staysOnThisHost(socket.localAddress(), socket.peerAddress())) return false;
+  const int bytes = kLocalExpressSendBufferBytes;
+  setsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  return true;
+}
+
+size_t sendBufferOf(const Socket& socket) {
+  int bytes = 0;
+  socklen_t length = sizeof bytes;
+  if (getsockopt(socket.fd(), SOL_SOCKET, SO_SNDBUF, &bytes, &length) != 0) return 0;
+  return static_cast<size_t>(bytes);
+}
+
 ExpressHeaderVerdict checkExpressHeader(const FrameHeader& h, uint64_t expectedTag,
                                         size_t capacity) {
   if (h.marker != kFrameMarker) return ExpressHeaderVerdict::kBadMarker;
@@ -227,6 +241,8 @@ ExpressPath& TcpConnection::express() const {
   if (e == nullptr) fail(coilInternalError, "tcp: connection to rank ", peer(), " has no express path");
   return *e;
 }
+
+size_t TcpConnection::expressSendBufferBytes() const { return express().sendBufferBytes(); }
 
 size_t TcpConnection::callerIoMaxBytes() const {
   return channel_->express() != nullptr ? kExpressMaxBytes : 0;

@@ -33,6 +33,31 @@ namespace coil::transport::tcp {
 /// bounds the receive buffers a one-shot holds per peer.
 inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 
+/// The send buffer asked for on an express socket whose connection stays on
+/// this host (staysOnThisHost, net/socket.h); Linux doubles the request for
+/// its bookkeeping (384 KiB granted). The other data sockets ask for
+/// megabytes, sized for a network's bandwidth-delay product, and a
+/// connection across hosts keeps that. On loopback the round trip is tens
+/// of microseconds, so a few hundred KiB already covers it many times over
+/// and more only lets a write queue megabytes. Under a pacing congestion
+/// control (BBR) that queue arrived out of order and was retransmitted:
+/// 2 ranks exchanging 8 MiB retransmitted ~490 segments a run and moved
+/// 2.3 GB/s each way; with this buffer, 1 segment and 3.9 GB/s. Larger
+/// requests (224 and 256 KiB) fell back to the slow mode in 1 run in 3 to 5,
+/// 128 KiB slowed the 32 MiB all-reduce by a sixth (2026-12-07,
+/// docs/performance.md 4.3). Without pacing (reno) this buffer cost the
+/// 32 MiB sendrecv about 8% and changed nothing else beyond the noise. A
+/// stock kernel (net.core.wmem_max 212992) grants every data socket about
+/// this much anyway.
+inline constexpr int kLocalExpressSendBufferBytes = 192 * 1024;
+
+/// Gives `socket` kLocalExpressSendBufferBytes if its connection stays on
+/// this host, and says whether it stays (best effort: a failed setsockopt
+/// leaves the buffer as it was, only slower).
+bool fitLocalExpressSendBuffer(const Socket& socket);
+/// A socket's send buffer as the kernel reports it (SO_SNDBUF; 0 if unknown).
+size_t sendBufferOf(const Socket& socket);
+
 /// What a receiver expecting tag `expectedTag` into `capacity` bytes makes of
 /// an express frame header, checked in this order: a bad marker (protocol
 /// error), another call's tag (the receive completes with the header only),
@@ -67,6 +92,8 @@ class ExpressPath {
   pollfd pollRequest() const;
   /// Applies what poll() reported for pollRequest().
   void onPollEvents(short revents) noexcept;
+  /// The socket's send buffer as the kernel reports it (sendBufferOf).
+  size_t sendBufferBytes() const { return sendBufferOf(socket_); }
   /// The peer sees EOF; later advance() calls with something pending fail.
   /// Idempotent, any thread.
   void shutdown() noexcept;

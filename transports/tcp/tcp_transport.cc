@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "transports/tcp/congestion_control.h"
 #include "transports/tcp/tcp_connection.h"
+#include "transports/tcp/tcp_express.h"
 #include "transports/tcp/tcp_proxy.h"
 
 namespace coil::transport::tcp {
@@ -31,7 +32,9 @@ constexpr uint32_t kHelloMagic = 0x43544831;   // "1HTC": a data socket's hello
 constexpr uint32_t kMaxSlotBytes = 64u << 20;
 // Large socket buffers keep several slots in flight. A peer's sockets share
 // one budget, so more sockets do not multiply kernel memory; the kernel also
-// clamps each request to net.core.{w,r}mem_max.
+// clamps each request to net.core.{w,r}mem_max. (The express socket of a
+// connection that stays on this host then sends from a smaller one:
+// kLocalExpressSendBufferBytes, tcp_express.h.)
 constexpr int kPeerBufferBytes = 8 << 20;
 constexpr int kMinSocketBufferBytes = 1 << 20;
 // Time from accept() to a complete hello. A stranger that connects and stays
@@ -364,13 +367,16 @@ std::vector<std::unique_ptr<Connection>> TcpTransport::connect(SetupContext& ctx
   std::vector<std::unique_ptr<Connection>> connections;
   for (int peer : peerRanks) {
     std::vector<Socket>& socks = sockets[peer];
+    Socket express = std::move(socks.back());  // socket index nsocks
+    const bool local = fitLocalExpressSendBuffer(express);
     COIL_INFO(kNet, "tcp: rank ", ctx.rank, " connected to rank ", peer, " (",
               socks.front().localAddress().toString(), " -> ",
               socks.front().peerAddress().toString(), ", ", options_.nsocks, " socket(s), ",
               options_.slotCount, "x", options_.slotBytes, "B slots, congestion control ",
-              congestionControlOf(socks.back().fd()),
-              options_.congestion.empty() ? ", the system's" : ", COIL_TCP_CONGESTION", ")");
-    Socket express = std::move(socks.back());  // socket index nsocks
+              congestionControlOf(express.fd()),
+              options_.congestion.empty() ? ", the system's" : ", COIL_TCP_CONGESTION",
+              ", express send buffer ", sendBufferOf(express), " bytes",
+              local ? " (on this host)" : " (across hosts)", ")");
     socks.pop_back();
     auto channel = std::make_shared<TcpChannel>(peer, std::move(socks), options_.slotCount,
                                                 options_.slotBytes, proxy_->waker(),
