@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,6 +103,15 @@ std::string joined(const std::vector<std::string>& errors) {
   std::string all;
   for (const auto& e : errors) all += e + "\n";
   return all;
+}
+
+std::string failedProcesses(const std::vector<int>& status) {
+  std::string failed;
+  for (size_t r = 0; r < status.size(); ++r)
+    if (status[r] == -1 || !WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0)
+      failed += "rank " + std::to_string(r) + ": wait status " + std::to_string(status[r]) +
+                " (see its stderr)\n";
+  return failed;
 }
 
 std::unique_ptr<RankEnv> setUpRank(const UniqueIdData& id, int rank, int nranks, Shared* shared,

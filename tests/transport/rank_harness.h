@@ -101,6 +101,9 @@ std::vector<int> runProcesses(int n, const TransportMaker& make, const RankBody&
 
 /// Newline-joined error texts.
 std::string joined(const std::vector<std::string>& errors);
+/// The processes of runProcesses' `status` that did not exit with 0, one
+/// line each; empty when all did.
+std::string failedProcesses(const std::vector<int>& status);
 
 // ---- bodies -----------------------------------------------------------------
 /// Sends `messages` pattern messages to `peer` (blocking acquire, kick()).

@@ -41,14 +41,15 @@ inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 /// of microseconds, so a few hundred KiB already covers it many times over
 /// and more only lets a write queue megabytes. Under a pacing congestion
 /// control (BBR) that queue arrived out of order and was retransmitted:
-/// 2 ranks exchanging 8 MiB retransmitted ~490 segments a run and moved
-/// 2.3 GB/s each way; with this buffer, 1 segment and 3.9 GB/s. Larger
-/// requests (224 and 256 KiB) fell back to the slow mode in 1 run in 3 to 5,
-/// 128 KiB slowed the 32 MiB all-reduce by a sixth (2026-12-07,
-/// docs/performance.md 4.3). Without pacing (reno) this buffer cost the
-/// 32 MiB sendrecv about 8% and changed nothing else beyond the noise. A
-/// stock kernel (net.core.wmem_max 212992) grants every data socket about
-/// this much anyway.
+/// 2 ranks exchanging 8 MiB (sendrecv, 200 calls) retransmitted 491
+/// segments and moved 2.2 GB/s each way; with this buffer, 1 segment and
+/// 3.8 GB/s. With larger requests some runs were as slow as before, at
+/// every size (224 KiB: 1 of 5, 256 KiB: 4 of 9); 128 KiB slowed the
+/// 32 MiB all-reduce by a sixth (2026-12-07, docs/performance.md 4.3).
+/// Without pacing (reno) this buffer cost
+/// sendrecv 6-8% from 512 KiB to 8 MiB and the all-reduce nothing beyond
+/// the noise. A stock kernel (net.core.wmem_max 212992) grants every data
+/// socket about this much anyway.
 inline constexpr int kLocalExpressSendBufferBytes = 192 * 1024;
 
 /// Gives `socket` kLocalExpressSendBufferBytes if its connection stays on
