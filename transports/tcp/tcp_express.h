@@ -41,9 +41,9 @@ inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 /// of microseconds, so a few hundred KiB already covers it many times over
 /// and more only lets a write queue megabytes. Under a pacing congestion
 /// control (BBR) that queue arrived out of order and was retransmitted:
-/// 2 ranks exchanging 8 MiB (sendrecv, 200 calls) retransmitted 491
-/// segments and moved 2.2 GB/s each way; with this buffer, 1 segment and
-/// 3.8 GB/s. With larger requests some runs were as slow as before, at
+/// 2 ranks exchanging 8 MiB (sendrecv, 200 calls) retransmitted 444-453
+/// segments and moved 2.3-2.4 GB/s each way; with this buffer, none and
+/// 3.7-4.0 GB/s. With larger requests some runs were as slow as before, at
 /// every size (224 KiB: 1 of 5, 256 KiB: 4 of 9); 128 KiB slowed the
 /// 32 MiB all-reduce by a sixth (2026-12-07, docs/performance.md 4.3).
 /// Without pacing (reno) this buffer cost
