@@ -46,10 +46,10 @@ inline constexpr size_t kExpressMaxBytes = 1024 * 1024;
 /// 3.7-4.0 GB/s. With larger requests some runs were as slow as before, at
 /// every size (224 KiB: 1 of 5, 256 KiB: 4 of 9); 128 KiB slowed the
 /// 32 MiB all-reduce by a sixth (2026-12-07, docs/performance.md 4.3).
-/// Without pacing (reno) this buffer cost
-/// sendrecv 6-8% from 512 KiB to 8 MiB and the all-reduce nothing beyond
-/// the noise. A stock kernel (net.core.wmem_max 212992) grants every data
-/// socket about this much anyway.
+/// Without pacing (reno) this buffer cost sendrecv 6-8% from 512 KiB to
+/// 8 MiB and the all-reduce nothing beyond the noise. A stock kernel
+/// (net.core.wmem_max 212992) grants every data socket about this much
+/// anyway.
 inline constexpr int kLocalExpressSendBufferBytes = 192 * 1024;
 
 /// Gives `socket` kLocalExpressSendBufferBytes if its connection stays on
