@@ -64,7 +64,10 @@ constexpr size_t kStreamFromBytes = 4 << 20;
 // of order (sent partly later, we think, from a timer on another CPU), and
 // the retransmissions halved the ring (2.0-2.9 GB/s with 1 MiB pieces,
 // 3.8-5.0 with 256 KiB, 2 ranks, 2026-12-07; docs/performance.md 4.3).
-// Without pacing 256 KiB and 1 MiB were as fast within the noise.
+// Without pacing 256 KiB and 1 MiB were as fast within the noise. Since
+// the express socket's loopback-sized send buffer (tcp_express.h) the
+// 1 MiB piece is still the slower: 32 MiB took 15.2-16.1 ms against
+// 12.3-12.8 ms, 2 MiB 776-853 µs against 622-694 µs.
 constexpr size_t kCallerPieceBytes = 256 << 10;
 // The buffers outgrow the last-level cache when n ranks' inputs and
 // outputs (2·n·S) pass half of it: S > L3 / (4n), 4 MiB for 2 ranks here.

@@ -179,9 +179,11 @@ class Model {
   /// transport's for them (transport::Traits::callerPath).
   size_t callerPieceBytes() const { return p_.callerPieceBytes; }
   /// Point-to-point messages on those paths go in pieces of this many
-  /// bytes: the paths' largest message unless COIL_TUNE's caller= set one
-  /// (a stream one way moves a quarter faster in 1 MiB pieces than in the
-  /// programs' 256 KiB, tuner.cc); 0: on the FIFOs.
+  /// bytes: the paths' largest message unless COIL_TUNE's caller= set one;
+  /// 0: on the FIFOs. Not the programs' 256 KiB: with tcp's loopback-sized
+  /// express buffer a 32 MiB sendrecv took 10.5-11.1 ms in 1 MiB pieces and
+  /// 18-20 ms in 256 KiB ones, two runs in three slow at every size
+  /// (docs/performance.md 4.3).
   size_t messagePieceBytes() const { return p_.messagePieceBytes; }
   /// True when a communicator with links of both kinds runs its FIFO
   /// programs' messages on the caller-driven paths where a link has one
