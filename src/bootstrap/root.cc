@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/fork_guard.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 
 namespace coil {
 namespace {
@@ -273,7 +274,10 @@ Socket listenForRoot(const SocketAddress& address) {
 void launch(Socket listener, const UniqueIdData& id, int64_t timeoutMs) {
   auto root = std::make_unique<RendezvousRoot>(std::move(listener), id, timeoutMs);
   try {
-    std::thread([root = std::move(root)] { root->run(); }).detach();
+    std::thread([root = std::move(root)] {
+      nameThisThread("root", -1);
+      root->run();
+    }).detach();
   } catch (const std::system_error& e) {
     fail(coilSystemError, "cannot start the rendezvous root thread: ", e.what());
   }

@@ -1,5 +1,6 @@
 #include "device/staged_stream.h"
 
+#include "core/thread_name.h"
 #include "topo/binding.h"
 
 #include <algorithm>
@@ -394,6 +395,7 @@ void StagedStream::run(Job& job) {
 }
 
 void StagedStream::proxyLoop() {
+  nameThisThread("cuda-proxy", -1);
   topo::bindThisThread("device proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     setDevice(device_);

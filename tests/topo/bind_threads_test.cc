@@ -12,11 +12,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/thread_name.h"
 #include "harness/run_ranks.h"
 
 namespace {
@@ -122,6 +124,34 @@ TEST(BindThreads, UnsetBindsNothing) {
   const std::string log = runTwoTcpRanks({1}, "", "1");
   EXPECT_EQ(count(log, "thread bound to"), 0u) << log;
   EXPECT_EQ(count(log, "; COIL_BIND=none]"), 2u) << log;
+}
+
+// Names are what `top -H`, gdb and py-spy show: "coil-tcp-r1" is rank 1's
+// tcp proxy, told apart from the application's threads and from the other
+// rank's when ranks are threads of one process.
+TEST(ThreadNames, CoilsOwnThreadsSayWhatAndWhoseTheyAre) {
+  runRanks({2, Launch::Threads, "tcp"}, [](coilComm_t comm, int rank) {
+    float x = 1.0f;
+    ASSERT_EQ(coilAllReduce(&x, &x, 1, coilFloat32, coilSum, comm, nullptr), coilSuccess);
+    if (rank == 0) {
+      std::vector<std::string> names;
+      DIR* dir = opendir("/proc/self/task");
+      ASSERT_NE(dir, nullptr);
+      while (dirent* e = readdir(dir)) {
+        if (e->d_name[0] == '.') continue;
+        std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+        std::string name;
+        std::getline(comm, name);
+        names.push_back(name);
+      }
+      closedir(dir);
+      for (const char* proxy : {"coil-tcp-r0", "coil-tcp-r1"})
+        EXPECT_EQ(std::count(names.begin(), names.end(), proxy), 1) << proxy;
+    }
+    ASSERT_EQ(coilAllReduce(&x, &x, 1, coilFloat32, coilSum, comm, nullptr), coilSuccess);
+  });
+  EXPECT_EQ(coil::ownThreadName("cuda-proxy", -1), "coil-cuda-proxy");
+  EXPECT_EQ(coil::ownThreadName("tcp", 123456), "coil-tcp-r12345");  // the kernel keeps 15
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "topo/binding.h"
 
 namespace coil::transport::ib {
@@ -35,6 +36,7 @@ void IbProxy::stop() noexcept {
 
 void IbProxy::run() noexcept {
   log::setThreadRank(rank_);
+  nameThisThread("ib", rank_);
   topo::bindThisThread("ib progress");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     while (!stop_.load(std::memory_order_acquire)) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "topo/binding.h"
 #include "transports/tcp/tcp_connection.h"
 
@@ -62,6 +63,7 @@ bool TcpProxy::adoptNew() {
 
 void TcpProxy::run() noexcept {
   log::setThreadRank(rank_);
+  nameThisThread("tcp", rank_);
   topo::bindThisThread("tcp proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     loop();
