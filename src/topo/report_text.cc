@@ -54,7 +54,8 @@ void header(std::ostringstream& o, const Topology& t) {
 void numa(std::ostringstream& o, const Topology& t) {
   o << "\nNUMA nodes:\n";
   for (const NumaNode& n : t.numaNodes)
-    o << "  node " << n.osIndex << ": CPUs " << formatCpuList(n.cpus) << ", "
+    o << "  node " << n.osIndex << ": "
+      << (n.cpus.empty() ? "no CPUs (memory only)" : "CPUs " + formatCpuList(n.cpus)) << ", "
       << (n.memoryBytes ? bytesText(n.memoryBytes) : "memory unknown") << "\n";
   if (t.numaNodes.empty()) o << "  (none known)\n";
   if (!t.numaDistances) {

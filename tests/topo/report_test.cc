@@ -96,6 +96,16 @@ TEST(TextReport, MatrixLegendAndGids) {
       << text;
 }
 
+// A node with memory and no CPUs: CXL memory, HBM in flat mode, a GPU's
+// memory onlined as a node (Grace Hopper).
+TEST(TextReport, AMemoryOnlyNodeSaysSo) {
+  Report r = vm();
+  r.topology.numaNodes.push_back({1, {}, 536870912});
+  const std::string text = textReport(r);
+  EXPECT_TRUE(has(text, "  node 0: CPUs 0-1, 13.5 GiB\n")) << text;
+  EXPECT_TRUE(has(text, "  node 1: no CPUs (memory only), 512 MiB\n")) << text;
+}
+
 TEST(TextReport, WithoutPciOrRdma) {
   Report r = vm();
   r.topology.pciKnown = false;
