@@ -1,6 +1,7 @@
-// Issue #15's NUMA work on a kernel that really has two NUMA nodes: the
+// Issue #15's NUMA work on a kernel that really has several NUMA nodes: the
 // qemu guest of tests/numa/meson.build (tools/rxe/guest-run --smp 4
-// --numa-nodes 2: node 0 = CPUs 0-1, node 1 = CPUs 2-3, distances 10/21).
+// --numa-nodes 2 --memory-only-nodes 1: node 0 = CPUs 0-1, node 1 = CPUs
+// 2-3, node 2 = memory and no CPUs; distances 10, 21 and 31).
 // The unit tests (tests/topo/placement_test.cc) check the same decisions
 // on an hwloc XML file; here the machine itself is read, the threads are
 // really moved and the pages really placed, and the kernel says where:
@@ -11,7 +12,8 @@
 //     the application's threads are not moved; without it nothing moves;
 //   - shm placement: every segment a rank creates has the policy
 //     "prefer:<its home node>" and its pages on that node, as
-//     /proc/self/numa_maps reports them, whichever rank touched them first.
+//     /proc/self/numa_maps reports them, whichever rank touched them first
+//     (never on the memory-only node, which is no rank's home).
 // Ranks run as threads (each sets its own mask before init) and as
 // processes. On a machine with one NUMA node the binary exits 77.
 #include <gtest/gtest.h>
@@ -37,8 +39,9 @@ using coil::test::Launch;
 using coil::test::ScopedEnv;
 using Cpus = std::vector<unsigned>;
 
-// The guest's layout, which the first test checks against the kernel.
-const std::vector<Cpus> kNodeCpus = {{0, 1}, {2, 3}};
+// The guest's layout, which the first test checks against the kernel:
+// two sockets and a node of memory only (as CXL memory or HBM in flat mode).
+const std::vector<Cpus> kNodeCpus = {{0, 1}, {2, 3}, {}};
 
 std::string readLine(const std::string& path) {
   std::ifstream in(path);
@@ -87,32 +90,33 @@ std::multimap<std::string, std::string> threadsAndMasks() {
 
 TEST(NumaMachine, TopologyIsTheKernels) {
   // The guest is what the other tests assume.
-  ASSERT_EQ(onlineNodes(), "0-1");
+  ASSERT_EQ(onlineNodes(), "0-2");
   for (unsigned n = 0; n < kNodeCpus.size(); ++n)
     ASSERT_EQ(cpusOf(readLine("/sys/devices/system/node/node" + std::to_string(n) + "/cpulist")),
               kNodeCpus[n])
         << "node " << n;
   // What libcoil learnt (hwloc, or /sys without it), against the kernel.
   const coil::topo::Topology& topology = coil::topo::processTopology();
-  ASSERT_EQ(topology.numaNodes.size(), 2u) << topology.source;
-  for (unsigned n = 0; n < 2; ++n) {
+  ASSERT_EQ(topology.numaNodes.size(), 3u) << topology.source;
+  for (unsigned n = 0; n < 3; ++n) {
     EXPECT_EQ(topology.numaNodes[n].osIndex, n);
     EXPECT_EQ(topology.numaNodes[n].cpus, kNodeCpus[n]) << "node " << n;
     EXPECT_GT(topology.numaNodes[n].memoryBytes, 256u << 20) << "node " << n;
   }
   ASSERT_TRUE(topology.numaDistances.has_value()) << "no distance matrix learnt";
   const coil::topo::NumaDistances& d = *topology.numaDistances;
-  ASSERT_EQ(d.nodes, (Cpus{0, 1}));
-  for (unsigned row = 0; row < 2; ++row) {
+  ASSERT_EQ(d.nodes, (Cpus{0, 1, 2}));
+  for (unsigned row = 0; row < 3; ++row) {
     std::istringstream kernel(readLine("/sys/devices/system/node/node" + std::to_string(row) +
                                        "/distance"));
-    for (unsigned column = 0; column < 2; ++column) {
+    for (unsigned column = 0; column < 3; ++column) {
       uint64_t want = 0;
       kernel >> want;
       EXPECT_EQ(d.at(row, column), want) << "distance " << row << " -> " << column;
     }
   }
   EXPECT_EQ(d.at(0, 1), 21u);
+  EXPECT_EQ(d.at(1, 2), 31u);
 }
 
 // --- COIL_BIND=auto ------------------------------------------------------
