@@ -24,7 +24,9 @@ constexpr size_t kBitsPerLong = 8 * sizeof(unsigned long);
 std::optional<unsigned> placementNode(const Topology& topology,
                                       const std::vector<unsigned>& cpus) {
   if (topology.numaNodes.size() < 2) return std::nullopt;
-  return homeNode(topology, cpus);
+  const std::optional<unsigned> home = homeNode(topology, cpus);
+  if (!home) return std::nullopt;
+  return nearestNodeWithMemory(topology, *home);
 }
 
 int preferNode(void* addr, size_t bytes, unsigned node) noexcept {
@@ -57,7 +59,9 @@ bool severalNumaNodes() {
 void placeOnCallersNode(void* addr, size_t bytes, const char* what) noexcept {
   try {
     if (!severalNumaNodes()) return;
-    const std::optional<unsigned> node = placementNode(processTopology(), threadCpus());
+    const Topology& topology = processTopology();
+    const std::vector<unsigned> cpus = threadCpus();
+    const std::optional<unsigned> node = placementNode(topology, cpus);
     if (!node) return;
     if (const int err = preferNode(addr, bytes, *node); err != 0) {
       COIL_WARN(kShm, what, ": not placed on NUMA node ", *node, " (mbind: ", std::strerror(err),
@@ -65,7 +69,9 @@ void placeOnCallersNode(void* addr, size_t bytes, const char* what) noexcept {
       return;
     }
     COIL_INFO(kShm, what, ": ", bytes >> 10, " KiB placed on NUMA node ", *node,
-              " (the creating rank's)");
+              *node == homeNode(topology, cpus)
+                  ? " (the creating rank's)"
+                  : " (the nearest with memory to the creating rank's)");
   } catch (const std::exception& e) {
     COIL_WARN(kShm, what, ": not placed: ", e.what());
   }

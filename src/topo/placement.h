@@ -25,8 +25,10 @@
 namespace coil::topo {
 
 /// The node to place a segment created by a rank on `cpus` on: its home
-/// node (homeNode()). nullopt with fewer than two NUMA nodes: then there is
-/// no choice to make, and no system call is spent on it.
+/// node (homeNode()), or, when that node has no memory, the nearest that
+/// has (nearestNodeWithMemory(); mbind(2) would refuse a memoryless node
+/// with EINVAL). nullopt with fewer than two NUMA nodes: then there is no
+/// choice to make, and no system call is spent on it.
 std::optional<unsigned> placementNode(const Topology& topology, const std::vector<unsigned>& cpus);
 
 /// mbind(addr, bytes, MPOL_PREFERRED, {node}): pages of the range not yet

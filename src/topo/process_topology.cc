@@ -92,6 +92,29 @@ std::optional<unsigned> homeNode(const Topology& topology, const std::vector<uns
   return best;
 }
 
+unsigned nearestNodeWithMemory(const Topology& topology, unsigned node) {
+  const auto has = [](const NumaNode& n) { return n.memoryBytes && *n.memoryBytes > 0; };
+  const auto self = std::find_if(topology.numaNodes.begin(), topology.numaNodes.end(),
+                                 [&](const NumaNode& n) { return n.osIndex == node; });
+  if (self == topology.numaNodes.end() || self->memoryBytes != uint64_t{0}) return node;
+  // Distance from `node` to `to`; without a matrix (or a row for them) all
+  // are alike, and the lowest index wins.
+  const auto distance = [&](unsigned to) -> uint64_t {
+    if (!topology.numaDistances) return 0;
+    const std::vector<unsigned>& order = topology.numaDistances->nodes;
+    const auto row = std::find(order.begin(), order.end(), node);
+    const auto column = std::find(order.begin(), order.end(), to);
+    if (row == order.end() || column == order.end()) return 0;
+    return topology.numaDistances->at(size_t(row - order.begin()), size_t(column - order.begin()));
+  };
+  std::optional<unsigned> best;
+  for (const NumaNode& n : topology.numaNodes)
+    if (has(n) && (!best || distance(n.osIndex) < distance(*best) ||
+                   (distance(n.osIndex) == distance(*best) && n.osIndex < *best)))
+      best = n.osIndex;
+  return best.value_or(node);
+}
+
 std::string describeRankPlace(const Topology& topology, const std::vector<unsigned>& cpus) {
   std::string text = cpus.empty() ? "cpus unknown (sched_getaffinity failed)"
                                   : "cpus " + formatCpuList(cpus);
@@ -100,6 +123,10 @@ std::string describeRankPlace(const Topology& topology, const std::vector<unsign
     text += ", NUMA node unknown";
   else
     text += (nodes.size() == 1 ? ", NUMA node " : ", NUMA nodes ") + formatCpuList(nodes);
+  if (const std::optional<unsigned> home = homeNode(topology, cpus)) {
+    if (const unsigned memory = nearestNodeWithMemory(topology, *home); memory != *home)
+      text += " (no local memory: its shm segments go to node " + std::to_string(memory) + ")";
+  }
   const std::string missing = describeMissing(topology);
   if (!missing.empty()) text += "; not learnt: " + missing;
   return text;

@@ -43,6 +43,12 @@ std::vector<unsigned> numaNodesOf(const Topology& topology, const std::vector<un
 /// node holding any of them.
 std::optional<unsigned> homeNode(const Topology& topology, const std::vector<unsigned>& cpus);
 
+/// Where memory for `node` comes from: `node` itself, unless it is known to
+/// have none (memoryBytes 0) and another node has some; then the nearest
+/// of those by the distance matrix (the lowest on a tie, or without a
+/// matrix), as the kernel serves a memoryless node's CPUs.
+unsigned nearestNodeWithMemory(const Topology& topology, unsigned node);
+
 /// The init line's text for a rank on `cpus`: "cpus 0-1, NUMA node 0; not
 /// learnt: NUMA distances (...)".
 std::string describeRankPlace(const Topology& topology, const std::vector<unsigned>& cpus);

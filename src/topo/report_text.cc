@@ -56,7 +56,10 @@ void numa(std::ostringstream& o, const Topology& t) {
   for (const NumaNode& n : t.numaNodes)
     o << "  node " << n.osIndex << ": "
       << (n.cpus.empty() ? "no CPUs (memory only)" : "CPUs " + formatCpuList(n.cpus)) << ", "
-      << (n.memoryBytes ? bytesText(n.memoryBytes) : "memory unknown") << "\n";
+      << (!n.memoryBytes        ? "memory unknown"
+          : *n.memoryBytes == 0 ? "no local memory"
+                                : bytesText(*n.memoryBytes))
+      << "\n";
   if (t.numaNodes.empty()) o << "  (none known)\n";
   if (!t.numaDistances) {
     o << "NUMA distances: none (see \"Not learnt\" below)\n";

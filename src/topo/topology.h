@@ -20,7 +20,9 @@ namespace coil::topo {
 struct NumaNode {
   unsigned osIndex = 0;        // the kernel's node number (/sys/devices/system/node/nodeN)
   std::vector<unsigned> cpus;  // OS indexes of its local PUs, ascending
-  uint64_t memoryBytes = 0;    // local memory; 0 when unknown
+  // Local memory: 0 for a node with none (its CPUs allocate from the nearest
+  // node with memory, as the kernel does), nullopt when not learnt.
+  std::optional<uint64_t> memoryBytes;
 };
 
 /// A last-level (L3) cache and the PUs that share it.

@@ -167,9 +167,6 @@ Topology read(hwloc_topology_t t, std::string source, Scope scope) {
   if (topo.cores == 0) topo.missing.push_back("cores (hwloc found no Core object)");
   for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));)
     topo.numaNodes.push_back({n->os_index, cpusOf(n->cpuset), n->attr->numanode.local_memory});
-  for (const NumaNode& n : topo.numaNodes)
-    if (n.memoryBytes == 0)
-      topo.missing.push_back("memory of NUMA node " + std::to_string(n.osIndex));
   for (hwloc_obj_t c = nullptr; (c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, c));)
     topo.l3Caches.push_back({c->attr->cache.size, cpusOf(c->cpuset)});
   if (topo.l3Caches.empty()) topo.missing.push_back("L3 caches (hwloc found none)");

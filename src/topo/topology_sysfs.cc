@@ -34,7 +34,7 @@ std::optional<long> number(const fs::path& file) {
 }
 
 // "Node 0 MemTotal:       14117076 kB" in nodeN/meminfo.
-uint64_t nodeMemoryBytes(const fs::path& meminfo) {
+std::optional<uint64_t> nodeMemoryBytes(const fs::path& meminfo) {
   std::ifstream in(meminfo);
   std::string line;
   while (std::getline(in, line)) {
@@ -43,9 +43,9 @@ uint64_t nodeMemoryBytes(const fs::path& meminfo) {
     std::istringstream rest(line.substr(at + 9));
     uint64_t kib = 0;
     std::string unit;
-    if (rest >> kib >> unit && unit == "kB") return kib * 1024;
+    if (rest >> kib >> unit && unit == "kB") return kib * 1024;  // 0: a memoryless node
   }
-  return 0;
+  return std::nullopt;
 }
 
 // nodeN directories, by N.
@@ -104,7 +104,7 @@ Topology minimalFromSysfs(const std::string& sysRoot) {
     topo.numaNodes.push_back(
         {index, cpus.value_or(std::vector<unsigned>{}), nodeMemoryBytes(dir / "meminfo")});
     if (!cpus) topo.missing.push_back("CPUs of NUMA node " + std::to_string(index));
-    if (topo.numaNodes.back().memoryBytes == 0)
+    if (!topo.numaNodes.back().memoryBytes)
       topo.missing.push_back("memory of NUMA node " + std::to_string(index));
   }
   if (topo.numaNodes.empty())

@@ -80,6 +80,26 @@ TEST(Placement, OnlyWithSeveralNodes) {
   EXPECT_EQ(placementNode(Topology{}, {0}), std::nullopt);
 }
 
+// A node with CPUs and no memory (some VMs, POWER, servers with a socket's
+// DIMM slots empty): mbind(2) refuses it (EINVAL), and the kernel itself
+// serves its CPUs from the nearest node with memory. So does placement.
+TEST(Placement, AMemorylessNodesSegmentsGoToTheNearestNodeWithMemory) {
+  Topology t = twoSockets();
+  t.numaNodes[1].memoryBytes = 0;
+  EXPECT_EQ(placementNode(t, {4, 5}), 0u);
+  EXPECT_EQ(placementNode(t, {0}), 0u);
+  // Three nodes: node 2's CPUs are nearer node 1 (distance 16) than node 0.
+  t = twoSockets();
+  t.numaNodes.push_back({2, {8, 9}, 0});
+  t.numaDistances = NumaDistances{{0, 1, 2}, {10, 21, 31, 21, 10, 16, 31, 16, 10}};
+  EXPECT_EQ(placementNode(t, {8, 9}), 1u);
+  EXPECT_EQ(placementNode(t, {4}), 1u);
+  // Nothing known of any node's memory: the home node, as before.
+  t = twoSockets();
+  for (NumaNode& n : t.numaNodes) n.memoryBytes.reset();
+  EXPECT_EQ(placementNode(t, {4, 5}), 1u);
+}
+
 TEST(Placement, PreferNodeSetsThePolicyOfTheRange) {
   // The real system call, on node 0 (every machine has it): the range's
   // policy reads back as MPOL_PREFERRED for node 0.
@@ -127,6 +147,14 @@ TEST(Placement, PreferNodeOnASharedMemorySegment) {
   ASSERT_EQ(syscall(SYS_get_mempolicy, &mode, &mask, 8 * sizeof mask + 1, p, 2ul), 0);
   EXPECT_EQ(mode, 1);  // MPOL_PREFERRED
   munmap(p, bytes);
+}
+
+TEST(RankPlace, InitLineSaysWhenTheNodeHasNoMemory) {
+  Topology t = twoSockets();
+  t.numaNodes[1].memoryBytes = 0;
+  const std::string line = describeRankPlace(t, {4, 5});
+  EXPECT_EQ(line.substr(0, line.find(';')),
+            "cpus 4-5, NUMA node 1 (no local memory: its shm segments go to node 0)");
 }
 
 TEST(RankPlace, InitLineSaysCpusNodeAndWhatIsMissing) {

@@ -106,6 +106,19 @@ TEST(TextReport, AMemoryOnlyNodeSaysSo) {
   EXPECT_TRUE(has(text, "  node 1: no CPUs (memory only), 512 MiB\n")) << text;
 }
 
+// A node with CPUs and no memory, and one whose memory was not learnt.
+TEST(TextReport, NoMemoryIsNotUnknownMemory) {
+  Report r = vm();
+  r.topology.numaNodes.push_back({1, {2, 3}, 0});
+  r.topology.numaNodes.push_back({2, {4, 5}, std::nullopt});
+  const std::string text = textReport(r);
+  EXPECT_TRUE(has(text, "  node 1: CPUs 2-3, no local memory\n")) << text;
+  EXPECT_TRUE(has(text, "  node 2: CPUs 4-5, memory unknown\n")) << text;
+  const std::string json = jsonReport(r);
+  EXPECT_TRUE(has(json, "{\"os_index\": 1, \"cpus\": \"2-3\", \"memory_bytes\": 0}")) << json;
+  EXPECT_TRUE(has(json, "{\"os_index\": 2, \"cpus\": \"4-5\", \"memory_bytes\": null}")) << json;
+}
+
 TEST(TextReport, WithoutPciOrRdma) {
   Report r = vm();
   r.topology.pciKnown = false;

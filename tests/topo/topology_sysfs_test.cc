@@ -54,6 +54,22 @@ TEST(TopologySysfs, TwoSockets) {
   EXPECT_NE(topo.missing[0].find("need hwloc"), std::string::npos);
 }
 
+// A node whose MemTotal is 0 has no memory (a known fact, not a missing
+// one); a node without a meminfo file has memory not learnt.
+TEST(TopologySysfs, NoMemoryIsKnownUnreadableMemoryIsMissing) {
+  FakeTree t;
+  writeTwoSockets(t);
+  t.write("devices/system/node/node1/meminfo", "Node 1 MemTotal:           0 kB");
+  t.write("devices/system/node/node2/cpulist", "");
+  Topology topo = minimalFromSysfs(t.root());
+  ASSERT_EQ(topo.numaNodes.size(), 3u);
+  EXPECT_EQ(topo.numaNodes[1].memoryBytes, std::optional<uint64_t>(0));
+  EXPECT_EQ(topo.numaNodes[2].memoryBytes, std::nullopt);
+  const std::string missing = describeMissing(topo);
+  EXPECT_EQ(missing.find("memory of NUMA node 1"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("memory of NUMA node 2"), std::string::npos) << missing;
+}
+
 TEST(TopologySysfs, PartsMissingAreNamed) {
   FakeTree t;
   t.write("devices/system/cpu/online", "0");
