@@ -1,7 +1,8 @@
 // Issue #15's NUMA work on a kernel that really has several NUMA nodes: the
-// qemu guest of tests/numa/meson.build (tools/rxe/guest-run --smp 4
-// --numa-nodes 2 --memory-only-nodes 1: node 0 = CPUs 0-1, node 1 = CPUs
-// 2-3, node 2 = memory and no CPUs; distances 10, 21 and 31).
+// qemu guest of tests/numa/meson.build (tools/rxe/guest-run --smp 6
+// --numa-nodes 2 --memoryless-nodes 1 --memory-only-nodes 1): three
+// sockets, node 0 = CPUs 0-1, node 1 = CPUs 2-3, node 2 = CPUs 4-5 and no
+// memory; node 3 = memory and no CPUs; distances 10, 21 and 31.
 // The unit tests (tests/topo/placement_test.cc) check the same decisions
 // on an hwloc XML file; here the machine itself is read, the threads are
 // really moved and the pages really placed, and the kernel says where:
@@ -12,8 +13,10 @@
 //     the application's threads are not moved; without it nothing moves;
 //   - shm placement: every segment a rank creates has the policy
 //     "prefer:<its home node>" and its pages on that node, as
-//     /proc/self/numa_maps reports them, whichever rank touched them first
-//     (never on the memory-only node, which is no rank's home).
+//     /proc/self/numa_maps reports them, whichever rank touched them first;
+//     a rank on the memoryless node 2 gets the nearest node with memory
+//     (node 0: both are 21 away, and the lowest wins), not mbind's EINVAL
+//     and pages wherever they were first touched.
 // Ranks run as threads (each sets its own mask before init) and as
 // processes. On a machine with one NUMA node the binary exits 77.
 #include <gtest/gtest.h>
@@ -40,8 +43,9 @@ using coil::test::ScopedEnv;
 using Cpus = std::vector<unsigned>;
 
 // The guest's layout, which the first test checks against the kernel:
-// two sockets and a node of memory only (as CXL memory or HBM in flat mode).
-const std::vector<Cpus> kNodeCpus = {{0, 1}, {2, 3}, {}};
+// three sockets, the third without memory, and a node of memory only.
+const std::vector<Cpus> kNodeCpus = {{0, 1}, {2, 3}, {4, 5}, {}};
+const std::vector<bool> kNodeHasMemory = {true, true, false, true};
 
 std::string readLine(const std::string& path) {
   std::ifstream in(path);
@@ -90,33 +94,40 @@ std::multimap<std::string, std::string> threadsAndMasks() {
 
 TEST(NumaMachine, TopologyIsTheKernels) {
   // The guest is what the other tests assume.
-  ASSERT_EQ(onlineNodes(), "0-2");
+  ASSERT_EQ(onlineNodes(), "0-3");
+  ASSERT_EQ(readLine("/sys/devices/system/node/has_memory"), "0-1,3");
   for (unsigned n = 0; n < kNodeCpus.size(); ++n)
     ASSERT_EQ(cpusOf(readLine("/sys/devices/system/node/node" + std::to_string(n) + "/cpulist")),
               kNodeCpus[n])
         << "node " << n;
   // What libcoil learnt (hwloc, or /sys without it), against the kernel.
   const coil::topo::Topology& topology = coil::topo::processTopology();
-  ASSERT_EQ(topology.numaNodes.size(), 3u) << topology.source;
-  for (unsigned n = 0; n < 3; ++n) {
+  ASSERT_EQ(topology.numaNodes.size(), 4u) << topology.source;
+  for (unsigned n = 0; n < 4; ++n) {
     EXPECT_EQ(topology.numaNodes[n].osIndex, n);
     EXPECT_EQ(topology.numaNodes[n].cpus, kNodeCpus[n]) << "node " << n;
-    EXPECT_GT(topology.numaNodes[n].memoryBytes, 256u << 20) << "node " << n;
+    ASSERT_TRUE(topology.numaNodes[n].memoryBytes.has_value()) << "node " << n;
+    if (kNodeHasMemory[n])
+      EXPECT_GT(*topology.numaNodes[n].memoryBytes, 256u << 20) << "node " << n;
+    else
+      EXPECT_EQ(*topology.numaNodes[n].memoryBytes, 0u) << "node " << n;
   }
+  EXPECT_EQ(coil::topo::describeMissing(topology).find("memory"), std::string::npos)
+      << "a node without memory is known, not missing";
   ASSERT_TRUE(topology.numaDistances.has_value()) << "no distance matrix learnt";
   const coil::topo::NumaDistances& d = *topology.numaDistances;
-  ASSERT_EQ(d.nodes, (Cpus{0, 1, 2}));
-  for (unsigned row = 0; row < 3; ++row) {
+  ASSERT_EQ(d.nodes, (Cpus{0, 1, 2, 3}));
+  for (unsigned row = 0; row < 4; ++row) {
     std::istringstream kernel(readLine("/sys/devices/system/node/node" + std::to_string(row) +
                                        "/distance"));
-    for (unsigned column = 0; column < 3; ++column) {
+    for (unsigned column = 0; column < 4; ++column) {
       uint64_t want = 0;
       kernel >> want;
       EXPECT_EQ(d.at(row, column), want) << "distance " << row << " -> " << column;
     }
   }
   EXPECT_EQ(d.at(0, 1), 21u);
-  EXPECT_EQ(d.at(1, 2), 31u);
+  EXPECT_EQ(d.at(1, 3), 31u);
 }
 
 // --- COIL_BIND=auto ------------------------------------------------------
@@ -126,9 +137,11 @@ struct BindCase {
   std::string proxy;   // where its coil thread must run
 };
 // Rank 0 may run anywhere: its node is 0 (a tie goes to the lowest), so
-// its proxy gets node 0's CPUs. Rank 1 spans both nodes, most of it on
-// node 1. Rank 2 is on one CPU of node 1.
-const std::vector<BindCase> kBindCases = {{{0, 1, 2, 3}, "0-1"}, {{1, 2, 3}, "2-3"}, {{2}, "2"}};
+// its proxy gets node 0's CPUs. Rank 1 spans nodes 0 and 1, most of it on
+// node 1. Rank 2 is mostly on the memoryless node 2, which is still where
+// its CPUs are.
+const std::vector<BindCase> kBindCases = {
+    {{0, 1, 2, 3, 4, 5}, "0-1"}, {{1, 2, 3}, "2-3"}, {{3, 4, 5}, "4-5"}};
 
 // The transports with threads of coil's own (shm has none).
 std::vector<std::string> transportsWithThreads() {
@@ -221,10 +234,11 @@ std::vector<SegmentMapping> coilSegmentMappings() {
   return out;
 }
 
-// Rank r's mask and the home node of its segments. Rank 2 may run on
-// both nodes and has most of its CPUs on node 1.
+// Rank r's mask and the node of its segments. Rank 2 is on the memoryless
+// node 2: its segments go to the nearest node with memory, node 0 (nodes
+// 0 and 1 are both 21 away; the lowest wins).
 const std::vector<std::pair<Cpus, unsigned>> kPlacementCases = {
-    {{0, 1}, 0}, {{2, 3}, 1}, {{1, 2, 3}, 1}};
+    {{0, 1}, 0}, {{2, 3}, 1}, {{4, 5}, 0}};
 
 class NumaPlacement : public ::testing::TestWithParam<std::tuple<Launch, int>> {};
 
@@ -258,8 +272,8 @@ TEST_P(NumaPlacement, EverySegmentLivesOnItsCreatorsNode) {
         pagesSeen[node] += pages;
       }
     }
-    // Both nodes hold pages this rank touched: its own segment's and a
-    // peer's on the other node.
+    // Both nodes with memory hold pages this rank touched: its own
+    // segment's and a peer's on the other node.
     EXPECT_GT(pagesSeen[0], 0) << "rank " << rank;
     EXPECT_GT(pagesSeen[1], 0) << "rank " << rank;
     ASSERT_EQ(coilBarrier(comm, nullptr), coilSuccess);  // every rank has looked
