@@ -2,14 +2,18 @@
 # All-reduce (or all-gather) across "hosts" joined by a slow link, on one machine: network
 # namespaces joined by a veth pair act as hosts, a token bucket (tc tbf)
 # on both ends caps the link's rate, as a cluster's inter-host link is slow
-# against the hosts' shared memory. (This machine's kernel has no netem, so
-# no added delay; the qemu guest of tests/rxe has one, for delay studies.) Ranks in one namespace talk over shm, across over
+# against the hosts' shared memory; --delay adds netem's one-way delay
+# under it, on a kernel that has sch_netem. (The development VM's has not.
+# Debian's kernel in the qemu guest of tools/rxe has, but its timings mean
+# little: under TCG coil's sendrecv measured ~30 MB/s one way both with
+# tbf at 1 Gbit/s (125 MB/s) and at 100 Mbit/s (12.5 MB/s), 2026-12-07.)
+# Ranks in one namespace talk over shm, across over
 # tcp. For each size and algorithm (COIL_ALGO), coil_perf's busbw of the
 # collective (--collective allreduce, the default, or allgather); first, the
 # link as coil's tcp sees it (sendrecv between one rank per host), so every
 # figure can be read against what the link gives.
 #
-#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5] [--collective allgather] [--peakrate R | --no-peakrate] [--placement block|cyclic]
+#   benchmarks/netns/two_hosts_shaped.sh [--rate 1gbit] [--delay 0.2ms] [--per-host 2] [--sizes "64K 4M 64M"] [--algos "ring tree"] [--iters 5] [--collective allgather] [--peakrate R | --no-peakrate] [--placement block|cyclic]
 #
 # --placement: block (default) numbers the ranks host by host; cyclic deals
 # them to the hosts in turn (0, 2, ... on one; 1, 3, ... on the other), as
@@ -26,11 +30,12 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 perf=${COIL_PERF:-$root/build/benchmarks/perf/coil_perf}
-rate=1gbit perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5 coll=allreduce peak=default
+rate=1gbit delay="" perHost=2 sizes="64K 4M 64M" algos="ring hier auto" iters=5 coll=allreduce peak=default
 placement=block
 while [ $# -gt 0 ]; do
   case $1 in
     --rate) rate=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
     --per-host) perHost=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
@@ -39,7 +44,7 @@ while [ $# -gt 0 ]; do
     --peakrate) peak="peakrate $2 mtu 64kb"; shift 2 ;;
     --no-peakrate) peak=""; shift ;;
     --placement) placement=$2; shift 2 ;;
-    *) echo "usage: $0 [--rate R] [--per-host N] [--sizes S] [--algos A] [--iters N] [--collective C] [--peakrate R | --no-peakrate] [--placement block|cyclic]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rate R] [--delay D] [--per-host N] [--sizes S] [--algos A] [--iters N] [--collective C] [--peakrate R | --no-peakrate] [--placement block|cyclic]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 77; }
@@ -63,8 +68,12 @@ ip -n "$nsA" link set "$vethA" up; ip -n "$nsB" link set "$vethB" up
 # Burst: a few 64 KiB TSO segments; latency: how long a packet may queue.
 for pair in "$nsA $vethA" "$nsB $vethB"; do
   set -- $pair
-  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst 256kb latency 20ms $peak ||
+  ip netns exec "$1" tc qdisc add dev "$2" root handle 1: tbf rate "$rate" burst 256kb latency 20ms $peak ||
     { echo "tc tbf failed" >&2; exit 1; }
+  # netem under tbf: each packet is held for the delay, then leaves at the
+  # rate (limit: packets netem may hold; 1 Gbit/s for 0.2 ms is ~20 of them).
+  [ -z "$delay" ] || ip netns exec "$1" tc qdisc add dev "$2" parent 1:1 handle 10: netem delay "$delay" limit 10000 ||
+    { echo "tc netem failed (a kernel without sch_netem?)" >&2; exit 1; }
 done
 
 port=$((21000 + suffix % 20000))
@@ -89,7 +98,7 @@ run() {
   grep -E "^ +[0-9]+ " "$logdir/out0" | tail -1
 }
 
-echo "# two hosts x $perHost ranks ($placement placement), link: tbf rate $rate${peak:+ ($peak)} each way; $(date -u '+%F %H:%M') UTC"
+echo "# two hosts x $perHost ranks ($placement placement), link: tbf rate $rate${peak:+ ($peak)}${delay:+, netem delay $delay} each way; $(date -u '+%F %H:%M') UTC"
 echo "# the link as coil's tcp sees it: sendrecv, one rank per host (busbw = bytes one way / time)"
 for size in $sizes; do echo "sendrecv $size: $(run 2 sendrecv "$size")"; done
 echo "# $coll, $((2 * perHost)) ranks"
