@@ -274,10 +274,9 @@ Socket listenForRoot(const SocketAddress& address) {
 void launch(Socket listener, const UniqueIdData& id, int64_t timeoutMs) {
   auto root = std::make_unique<RendezvousRoot>(std::move(listener), id, timeoutMs);
   try {
-    std::thread([root = std::move(root)] {
-      nameThisThread("root", -1);
-      root->run();
-    }).detach();
+    std::thread thread([root = std::move(root)] { root->run(); });
+    nameOwnThread(thread, "root", -1);
+    thread.detach();
   } catch (const std::system_error& e) {
     fail(coilSystemError, "cannot start the rendezvous root thread: ", e.what());
   }

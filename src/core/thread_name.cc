@@ -15,9 +15,9 @@ std::string ownThreadName(const char* role, int rank) {
   return name;
 }
 
-void nameThisThread(const char* role, int rank) noexcept {
+void nameOwnThread(std::thread& thread, const char* role, int rank) noexcept {
   try {
-    pthread_setname_np(pthread_self(), ownThreadName(role, rank).c_str());
+    pthread_setname_np(thread.native_handle(), ownThreadName(role, rank).c_str());
   } catch (...) {
     // std::bad_alloc building a 15-character string: keep the thread unnamed.
   }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <thread>
 
 namespace coil {
 
@@ -13,8 +14,10 @@ namespace coil {
 /// characters the kernel keeps.
 std::string ownThreadName(const char* role, int rank);
 
-/// Gives the calling thread ownThreadName(role, rank). Best effort: a name
-/// is a label, and failing to set one is not an error.
-void nameThisThread(const char* role, int rank) noexcept;
+/// Gives `thread`, just started, ownThreadName(role, rank). The thread that
+/// started it calls this, so the name is there when that call returns (a
+/// thread naming itself might not have run yet when someone looks). Best
+/// effort: a name is a label, and failing to set one is not an error.
+void nameOwnThread(std::thread& thread, const char* role, int rank) noexcept;
 
 }  // namespace coil

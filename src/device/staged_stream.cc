@@ -39,6 +39,8 @@ StagedStream::StagedStream(int device, OnError onError, size_t stagingBytes)
     throw;
   }
   proxy_ = std::thread([this] { proxyLoop(); });
+  nameOwnThread(proxy_, "cuda-proxy", -1);
+  topo::bindOwnThread(proxy_, "device proxy");  // COIL_BIND=auto: next to the rank's CPUs
 }
 
 StagedStream::~StagedStream() {
@@ -395,8 +397,6 @@ void StagedStream::run(Job& job) {
 }
 
 void StagedStream::proxyLoop() {
-  nameThisThread("cuda-proxy", -1);
-  topo::bindThisThread("device proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     setDevice(device_);
   } catch (const Error& e) {

@@ -40,45 +40,45 @@ std::vector<unsigned> bindingFor(const Topology& topology, const std::vector<uns
 }
 
 namespace {
-// Binds the calling thread to `cpus`; 0 or an errno value.
-int bindSelf(const std::vector<unsigned>& cpus) {
+// Binds `thread` to `cpus`; 0 or an errno value.
+int bind(std::thread& thread, const std::vector<unsigned>& cpus) {
   const size_t n = size_t{cpus.back()} + 1;
   cpu_set_t* set = CPU_ALLOC(n);
   if (set == nullptr) return ENOMEM;
   const size_t bytes = CPU_ALLOC_SIZE(n);
   CPU_ZERO_S(bytes, set);
   for (unsigned c : cpus) CPU_SET_S(c, bytes, set);
-  const int err = pthread_setaffinity_np(pthread_self(), bytes, set);
+  const int err = pthread_setaffinity_np(thread.native_handle(), bytes, set);
   CPU_FREE(set);
   return err;
 }
 }  // namespace
 
-void bindThisThread(const char* thread) noexcept {
+void bindOwnThread(std::thread& thread, const char* what) noexcept {
   try {
     if (bindMode() != BindMode::kAuto) return;
-    const std::vector<unsigned> rankCpus = threadCpus();
+    const std::vector<unsigned> rankCpus = threadCpus();  // the mask `thread` inherited
     if (rankCpus.empty()) {
-      COIL_WARN(kInit, "COIL_BIND=auto: ", thread,
+      COIL_WARN(kInit, "COIL_BIND=auto: ", what,
                 " thread left unbound (sched_getaffinity failed: ", std::strerror(errno), ")");
       return;
     }
     std::string why;
     const std::vector<unsigned> cpus = bindingFor(processTopology(), rankCpus, &why);
     if (cpus.empty()) {
-      COIL_INFO(kInit, "COIL_BIND=auto: ", thread, " thread left unbound (", why, ")");
+      COIL_INFO(kInit, "COIL_BIND=auto: ", what, " thread left unbound (", why, ")");
       return;
     }
-    if (const int err = bindSelf(cpus); err != 0) {
-      COIL_WARN(kInit, "COIL_BIND=auto: ", thread, " thread left unbound (pthread_setaffinity_np: ",
+    if (const int err = bind(thread, cpus); err != 0) {
+      COIL_WARN(kInit, "COIL_BIND=auto: ", what, " thread left unbound (pthread_setaffinity_np: ",
                 std::strerror(err), ")");
       return;
     }
-    COIL_INFO(kInit, "COIL_BIND=auto: ", thread, " thread bound to CPUs ", formatCpuList(cpus),
+    COIL_INFO(kInit, "COIL_BIND=auto: ", what, " thread bound to CPUs ", formatCpuList(cpus),
               " (", why, ")");
   } catch (const std::exception& e) {
     // Init already refused a bad COIL_BIND; this is a value set after it.
-    COIL_WARN(kInit, thread, " thread left unbound: ", e.what());
+    COIL_WARN(kInit, what, " thread left unbound: ", e.what());
   }
 }
 

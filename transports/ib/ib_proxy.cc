@@ -26,6 +26,8 @@ IbProxy::~IbProxy() { stop(); }
 void IbProxy::start(std::vector<std::shared_ptr<IbChannel>> channels) {
   channels_ = std::move(channels);
   thread_ = std::thread([this] { run(); });
+  nameOwnThread(thread_, "ib", rank_);
+  topo::bindOwnThread(thread_, "ib progress");  // COIL_BIND=auto: next to the rank's CPUs
 }
 
 void IbProxy::stop() noexcept {
@@ -36,8 +38,6 @@ void IbProxy::stop() noexcept {
 
 void IbProxy::run() noexcept {
   log::setThreadRank(rank_);
-  nameThisThread("ib", rank_);
-  topo::bindThisThread("ib progress");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     while (!stop_.load(std::memory_order_acquire)) {
       // Completions first: a peer's last data lands before its socket closes.

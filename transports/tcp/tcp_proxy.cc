@@ -29,7 +29,11 @@ void TcpProxy::add(const std::vector<std::shared_ptr<TcpChannel>>& channels) {
     if (stopped_)
       fail(coilInvalidUsage, "tcp: the proxy thread is not running (transport shut down, or it failed: see earlier warnings)");
     incoming_.insert(incoming_.end(), channels.begin(), channels.end());
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+      nameOwnThread(thread_, "tcp", rank_);
+      topo::bindOwnThread(thread_, "tcp proxy");  // COIL_BIND=auto: next to the rank's CPUs
+    }
   }
   waker_->wake();
 }
@@ -63,8 +67,6 @@ bool TcpProxy::adoptNew() {
 
 void TcpProxy::run() noexcept {
   log::setThreadRank(rank_);
-  nameThisThread("tcp", rank_);
-  topo::bindThisThread("tcp proxy");  // COIL_BIND=auto: next to the rank's CPUs
   try {
     loop();
   } catch (const std::exception& e) {
