@@ -65,7 +65,8 @@ std::string numaNodes(const Topology& t) {
   for (const NumaNode& n : t.numaNodes)
     items.push_back("{\"os_index\": " + std::to_string(n.osIndex) +
                     ", \"cpus\": " + str(formatCpuList(n.cpus)) + ", \"memory_bytes\": " +
-                    (n.memoryBytes ? std::to_string(*n.memoryBytes) : "null") + "}");
+                    (n.memoryBytes ? std::to_string(*n.memoryBytes) : "null") +
+                    ", \"cpus_outside_cpuset\": " + str(formatCpuList(n.cpusOutsideCpuset)) + "}");
   return list(items);
 }
 

@@ -51,11 +51,21 @@ void header(std::ostringstream& o, const Topology& t) {
     << "   L3: " << l3Text(t.l3Caches) << "\n";
 }
 
+// "CPUs 0-1", "no CPUs (memory only)", or, in a cpuset that leaves some
+// out, "CPUs 0-1 (2-3 outside this process's cpuset)".
+std::string nodeCpusText(const NumaNode& n) {
+  const std::string outside = formatCpuList(n.cpusOutsideCpuset);
+  if (n.cpus.empty())
+    return outside.empty() ? "no CPUs (memory only)"
+                           : "no CPUs in this process's cpuset (" + outside + " outside it)";
+  return "CPUs " + formatCpuList(n.cpus) +
+         (outside.empty() ? "" : " (" + outside + " outside this process's cpuset)");
+}
+
 void numa(std::ostringstream& o, const Topology& t) {
   o << "\nNUMA nodes:\n";
   for (const NumaNode& n : t.numaNodes)
-    o << "  node " << n.osIndex << ": "
-      << (n.cpus.empty() ? "no CPUs (memory only)" : "CPUs " + formatCpuList(n.cpus)) << ", "
+    o << "  node " << n.osIndex << ": " << nodeCpusText(n) << ", "
       << (!n.memoryBytes        ? "memory unknown"
           : *n.memoryBytes == 0 ? "no local memory"
                                 : bytesText(*n.memoryBytes))

@@ -23,6 +23,10 @@ struct NumaNode {
   // Local memory: 0 for a node with none (its CPUs allocate from the nearest
   // node with memory, as the kernel does), nullopt when not learnt.
   std::optional<uint64_t> memoryBytes;
+  // Its PUs outside this process's cpuset (a container's or a batch job's
+  // cgroup): hwloc leaves them out of `cpus`, so a node whose CPUs are all
+  // outside has empty `cpus` without being a node of memory only.
+  std::vector<unsigned> cpusOutsideCpuset = {};
 };
 
 /// A last-level (L3) cache and the PUs that share it.

@@ -165,8 +165,14 @@ Topology read(hwloc_topology_t t, std::string source, Scope scope) {
   topo.pus = count(t, HWLOC_OBJ_PU);
   if (topo.packages == 0) topo.missing.push_back("packages (hwloc found no Package object)");
   if (topo.cores == 0) topo.missing.push_back("cores (hwloc found no Core object)");
-  for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));)
-    topo.numaNodes.push_back({n->os_index, cpusOf(n->cpuset), n->attr->numanode.local_memory});
+  for (hwloc_obj_t n = nullptr; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n));) {
+    // complete_cpuset keeps the PUs the process's cpuset leaves out.
+    std::vector<unsigned> outside;
+    for (unsigned cpu : cpusOf(n->complete_cpuset))
+      if (!hwloc_bitmap_isset(n->cpuset, cpu)) outside.push_back(cpu);
+    topo.numaNodes.push_back(
+        {n->os_index, cpusOf(n->cpuset), n->attr->numanode.local_memory, std::move(outside)});
+  }
   for (hwloc_obj_t c = nullptr; (c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, c));)
     topo.l3Caches.push_back({c->attr->cache.size, cpusOf(c->cpuset)});
   if (topo.l3Caches.empty()) topo.missing.push_back("L3 caches (hwloc found none)");

@@ -106,6 +106,24 @@ TEST(TextReport, AMemoryOnlyNodeSaysSo) {
   EXPECT_TRUE(has(text, "  node 1: no CPUs (memory only), 512 MiB\n")) << text;
 }
 
+// In a container or a batch job's cgroup, hwloc leaves out the CPUs the
+// cpuset does not allow: a node whose CPUs are all outside is not a node
+// of memory only, and a node partly outside says which are.
+TEST(TextReport, CpusOutsideTheCpusetAreNotMissingCpus) {
+  Report r = vm();
+  r.topology.numaNodes = {{0, {0, 1}, 1ull << 30, {2, 3}}, {1, {}, 1ull << 30, {4, 5, 6, 7}}};
+  const std::string text = textReport(r);
+  EXPECT_TRUE(has(text, "  node 0: CPUs 0-1 (2-3 outside this process's cpuset), 1 GiB\n"))
+      << text;
+  EXPECT_TRUE(has(text, "  node 1: no CPUs in this process's cpuset (4-7 outside it), 1 GiB\n"))
+      << text;
+  EXPECT_FALSE(has(text, "memory only")) << text;
+  const std::string json = jsonReport(r);
+  EXPECT_TRUE(has(json, "{\"os_index\": 1, \"cpus\": \"\", \"memory_bytes\": 1073741824, "
+                        "\"cpus_outside_cpuset\": \"4-7\"}"))
+      << json;
+}
+
 // A node with CPUs and no memory, and one whose memory was not learnt.
 TEST(TextReport, NoMemoryIsNotUnknownMemory) {
   Report r = vm();
@@ -115,8 +133,10 @@ TEST(TextReport, NoMemoryIsNotUnknownMemory) {
   EXPECT_TRUE(has(text, "  node 1: CPUs 2-3, no local memory\n")) << text;
   EXPECT_TRUE(has(text, "  node 2: CPUs 4-5, memory unknown\n")) << text;
   const std::string json = jsonReport(r);
-  EXPECT_TRUE(has(json, "{\"os_index\": 1, \"cpus\": \"2-3\", \"memory_bytes\": 0}")) << json;
-  EXPECT_TRUE(has(json, "{\"os_index\": 2, \"cpus\": \"4-5\", \"memory_bytes\": null}")) << json;
+  EXPECT_TRUE(has(json, "{\"os_index\": 1, \"cpus\": \"2-3\", \"memory_bytes\": 0, "
+                        "\"cpus_outside_cpuset\": \"\"}")) << json;
+  EXPECT_TRUE(has(json, "{\"os_index\": 2, \"cpus\": \"4-5\", \"memory_bytes\": null, "
+                        "\"cpus_outside_cpuset\": \"\"}")) << json;
 }
 
 TEST(TextReport, WithoutPciOrRdma) {
@@ -137,7 +157,8 @@ TEST(JsonReport, SameContent) {
   EXPECT_TRUE(has(json, "\"host\": \"vm\"")) << json;
   EXPECT_TRUE(
       has(json,
-          "\"numa_nodes\": [{\"os_index\": 0, \"cpus\": \"0-1\", \"memory_bytes\": 14455885824}]"))
+          "\"numa_nodes\": [{\"os_index\": 0, \"cpus\": \"0-1\", \"memory_bytes\": 14455885824, "
+          "\"cpus_outside_cpuset\": \"\"}]"))
       << json;
   EXPECT_TRUE(has(json,
                   "\"matrix\": {\"devices\": [\"GPU0\", \"NIC0\"], \"paths\": [[\"X\", \"PIX\"], "
