@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
+#include <utility>
 
 #include "topo/cpu_list.h"
 
@@ -97,22 +98,17 @@ unsigned nearestNodeWithMemory(const Topology& topology, unsigned node) {
   const auto self = std::find_if(topology.numaNodes.begin(), topology.numaNodes.end(),
                                  [&](const NumaNode& n) { return n.osIndex == node; });
   if (self == topology.numaNodes.end() || self->memoryBytes != uint64_t{0}) return node;
-  // Distance from `node` to `to`; without a matrix (or a row for them) all
-  // are alike, and the lowest index wins.
-  const auto distance = [&](unsigned to) -> uint64_t {
-    if (!topology.numaDistances) return 0;
-    const std::vector<unsigned>& order = topology.numaDistances->nodes;
-    const auto row = std::find(order.begin(), order.end(), node);
-    const auto column = std::find(order.begin(), order.end(), to);
-    if (row == order.end() || column == order.end()) return 0;
-    return topology.numaDistances->at(size_t(row - order.begin()), size_t(column - order.begin()));
-  };
-  std::optional<unsigned> best;
-  for (const NumaNode& n : topology.numaNodes)
-    if (has(n) && (!best || distance(n.osIndex) < distance(*best) ||
-                   (distance(n.osIndex) == distance(*best) && n.osIndex < *best)))
-      best = n.osIndex;
-  return best.value_or(node);
+  // Without a matrix (or a row for them) all nodes are alike, and the
+  // lowest index wins.
+  std::optional<std::pair<uint64_t, unsigned>> best;  // (distance, node)
+  for (const NumaNode& n : topology.numaNodes) {
+    if (!has(n)) continue;
+    const std::pair<uint64_t, unsigned> candidate{
+        topology.numaDistances ? topology.numaDistances->between(node, n.osIndex).value_or(0) : 0,
+        n.osIndex};
+    if (!best || candidate < *best) best = candidate;
+  }
+  return best ? best->second : node;
 }
 
 std::string describeRankPlace(const Topology& topology, const std::vector<unsigned>& cpus) {

@@ -77,6 +77,9 @@ struct NumaDistances {
   std::vector<unsigned> nodes;   // OS indexes, in row/column order
   std::vector<uint64_t> values;  // row-major, nodes.size() squared
   uint64_t at(size_t row, size_t column) const { return values[row * nodes.size() + column]; }
+  /// From node `from` to node `to`, by OS index; nullopt when either is
+  /// not in the matrix.
+  std::optional<uint64_t> between(unsigned from, unsigned to) const;
 };
 
 struct Topology {

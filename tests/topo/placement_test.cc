@@ -92,6 +92,8 @@ TEST(Placement, AMemorylessNodesSegmentsGoToTheNearestNodeWithMemory) {
   t = twoSockets();
   t.numaNodes.push_back({2, {8, 9}, 0});
   t.numaDistances = NumaDistances{{0, 1, 2}, {10, 21, 31, 21, 10, 16, 31, 16, 10}};
+  EXPECT_EQ(t.numaDistances->between(2, 1), 16u);
+  EXPECT_EQ(t.numaDistances->between(2, 7), std::nullopt);  // not in the matrix
   EXPECT_EQ(placementNode(t, {8, 9}), 1u);
   EXPECT_EQ(placementNode(t, {4}), 1u);
   // Nothing known of any node's memory: the home node, as before.
