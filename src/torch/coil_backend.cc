@@ -11,6 +11,7 @@
 #include "coil_calls.h"
 #include "store_join.h"
 #include "tensor_args.h"
+#include "torch_compat.h"
 
 namespace coil_torch {
 namespace {
@@ -24,6 +25,28 @@ std::exception_ptr closedError(const char* how) {
     return std::current_exception();
   }
 }
+
+// The members coil_backend.h declares without `override`: where this
+// torch's c10d::Backend declares one, its signature must be ours, or ours
+// would sit beside it instead of overriding it.
+template <class Base>
+constexpr bool overridesWhereTorchHasThem() {
+  using Options = c10::intrusive_ptr<c10d::Backend::Options>;
+  using Split = c10::intrusive_ptr<c10d::Backend> (Base::*)(
+      const c10::intrusive_ptr<c10d::Store>&, const std::vector<int>&, const Options&);
+  return (!requires { &Base::shutdown; } ||
+          requires { static_cast<void (Base::*)()>(&Base::shutdown); }) &&
+         (!requires { &Base::abort; } ||
+          requires { static_cast<void (Base::*)()>(&Base::abort); }) &&
+         (!requires { &Base::getBackendOptions; } ||
+          requires { static_cast<Options (Base::*)()>(&Base::getBackendOptions); }) &&
+         (!requires { &Base::supportsCoalescing; } ||
+          requires { static_cast<bool (Base::*)() const>(&Base::supportsCoalescing); }) &&
+         (!requires { &Base::split; } || requires { static_cast<Split>(&Base::split); });
+}
+static_assert(overridesWhereTorchHasThem<c10d::Backend>(),
+              "c10d::Backend declares shutdown, abort, getBackendOptions, supportsCoalescing or "
+              "split with another signature than CoilBackend's (coil_backend.h)");
 
 }  // namespace
 
@@ -69,7 +92,7 @@ CoilBackend::~CoilBackend() {
 
 c10::intrusive_ptr<c10d::Backend::Options> CoilBackend::getBackendOptions() {
   auto options = c10::make_intrusive<Options>("coil", timeout_);
-  options->group_name = groupName_;
+  torch_compat::setGroupName(*options, groupName_);
   return options;
 }
 

@@ -50,8 +50,13 @@ class CoilBackend : public c10d::Backend {
   ~CoilBackend() override;
 
   const std::string getBackendName() const override { return "coil"; }
-  c10::intrusive_ptr<Options> getBackendOptions() override;
-  bool supportsCoalescing() const override { return true; }
+  // getBackendOptions, supportsCoalescing, split, shutdown and abort
+  // override c10d::Backend's in the torch releases that have them (2.7 or
+  // 2.9 and later, torch_compat.h) and are plain members before: declared
+  // without `override`, so that one source builds against all of them
+  // (coil_backend.cc checks their signatures where the base declares them).
+  c10::intrusive_ptr<Options> getBackendOptions();
+  bool supportsCoalescing() const { return true; }
   /// dist.split_group (split.cc): collective over this group, queued after
   /// its operations so far. The ranks listed (this group's ranks; the
   /// child's ranks in that order) form the child, with coilCommSplit; a
@@ -60,15 +65,20 @@ class CoilBackend : public c10d::Backend {
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<Options>& opts) override;
+                                          const c10::intrusive_ptr<Options>& opts);
+  /// Every rank numbers the group's operations from 0 in the order it
+  /// issues them, so the numbers agree without a handshake: nothing to set.
+  /// (Torch 2.6 and older call it when TORCH_DISTRIBUTED_DEBUG=DETAIL wraps
+  /// the group, and c10d::Backend's own raises there.)
+  void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override;
 
   /// Lets queued work finish, stops the worker and destroys the
   /// communicator. Later calls raise. Idempotent.
-  void shutdown() override;
+  void shutdown();
   /// Aborts the communicator (a blocked call returns within ~100 ms; peers
   /// see an error), fails queued work, stops the worker. Idempotent.
-  void abort() override;
+  void abort();
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

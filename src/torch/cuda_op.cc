@@ -6,6 +6,8 @@
 
 #include <exception>
 
+#include "torch_compat.h"
+
 namespace coil_torch {
 namespace {
 
@@ -53,7 +55,7 @@ void CudaOp::run(const std::function<void()>& body, const std::vector<at::Tensor
   inputsReady_.block(side_);
   std::exception_ptr failed;
   {
-    OpStreamScope scope(side_.native_handle());
+    OpStreamScope scope(torch_compat::nativeHandle(side_));
     try {
       body();
     } catch (...) {

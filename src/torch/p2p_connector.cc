@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "torch_compat.h"
+
 namespace coil_torch {
 namespace {
 
@@ -24,11 +26,8 @@ Connector::Connector(c10::intrusive_ptr<c10d::Store> store, std::string prefix, 
                      std::shared_ptr<JobConnectors> job, OnRequest onRequest)
     : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), job_(std::move(job)),
       onRequest_(std::move(onRequest)) {
-  try {
-    waitStore_ = store_->clone();
-  } catch (const c10::Error&) {
-    waitStore_ = store_;  // a store that cannot be cloned has no lock held across waits either
-  }
+  waitStore_ = torch_compat::cloneStore(store_);
+  if (!waitStore_) waitStore_ = store_;  // a store that cannot be cloned holds no lock across waits
   store_->add(prefix_ + "/connectors", 1);  // counted in while it runs (leave() counts it out)
   if (job_ && !job_->countIn()) job_.reset();
   thread_ = std::thread([this] { loop(); });

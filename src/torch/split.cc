@@ -12,6 +12,7 @@
 
 #include "coil_backend.h"
 #include "coil_calls.h"
+#include "torch_compat.h"
 
 namespace coil_torch {
 
@@ -38,8 +39,8 @@ c10::intrusive_ptr<c10d::Backend> CoilBackend::split(
   const int key = member ? static_cast<int>(mine - ranks.begin()) : 0;
   const std::chrono::milliseconds timeout =
       opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
-  const std::string name =
-      opts && !opts->group_name.empty() ? opts->group_name : groupName_ + ":split";
+  std::string name = opts ? torch_compat::groupName(*opts) : std::string();
+  if (name.empty()) name = groupName_ + ":split";
 
   const uint64_t split = splits_++;  // every rank of this group splits as often
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "torch_compat.h"
 #include "torch_names.h"
 
 namespace coil_torch {
@@ -189,6 +190,9 @@ void checkDenseTensor(const at::Tensor& t, const char* opName) {
               t.device().str(), "); unset it, or move the tensor to the CPU");
   TORCH_CHECK(t.device().is_cpu() || t.is_cuda(), "coil backend: ", opName, ": tensors on ",
               t.device().str(), " are not supported; use CPU or CUDA tensors");
+  TORCH_CHECK(!t.is_cuda() || torch_compat::kStreamsHaveNativeHandles<>, "coil backend: ", opName,
+              ": CUDA tensors need torch 2.11 or later (its c10::Stream::native_handle gives coil "
+              "the stream); this is torch ", TORCH_VERSION, ": move the tensor to the CPU");
   TORCH_CHECK(t.layout() == c10::kStrided, "coil backend: ", opName,
               ": only dense (strided) tensors are supported, got layout ", t.layout());
 }
