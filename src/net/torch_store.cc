@@ -1,7 +1,6 @@
 #include "net/torch_store.h"
 
 #include <cstring>
-#include <random>
 
 #include "core/error.h"
 
@@ -9,11 +8,14 @@ namespace coil {
 namespace {
 
 // torch's QueryType values, and the answers we read.
-enum class Query : uint8_t { kValidate = 0, kSet = 1, kGet = 3, kWait = 6, kPing = 13 };
+enum class Query : uint8_t { kValidate = 0, kSet = 1, kGet = 3, kWait = 6, kNumKeys = 7 };
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr uint8_t kStopWaiting = 0;
 // A value we would never store: a larger length means we lost the framing.
 constexpr uint64_t kMaxValueBytes = 1 << 20;
+// More keys than a store of a job could hold: an answer this large to
+// GETNUMKEYS did not come from a TCPStore.
+constexpr int64_t kMaxKeys = int64_t{1} << 40;
 
 // Builds one query in torch's framing (host byte order: torch writes its
 // integers raw, and both ends of a store run little-endian machines).
@@ -49,14 +51,15 @@ class QueryBuilder {
 TorchStoreClient TorchStoreClient::connect(const SocketAddress& address,
                                            const Deadline& deadline) {
   TorchStoreClient client(Socket::connect(address, deadline), address);
-  std::random_device entropy;
-  const uint32_t nonce = entropy();
   client.send(QueryBuilder(Query::kValidate).value(kValidationMagic).done(), deadline);
-  client.send(QueryBuilder(Query::kPing).value(nonce).done(), deadline);
-  uint32_t echo = 0;
-  client.receive(&echo, sizeof echo, deadline);
-  if (echo != nonce)
-    fail(coilRemoteError, client.name(), " answered our ping with ", echo, " instead of ", nonce,
+  // The first answer proves a TCPStore listens: GETNUMKEYS, which every torch
+  // 2.x serves (PING came in 2.5; the store of torch 2.4 closes a connection
+  // that sends one). A server that closes on the magic fails the receive.
+  client.send(QueryBuilder(Query::kNumKeys).done(), deadline);
+  int64_t keys = -1;
+  client.receive(&keys, sizeof keys, deadline);
+  if (keys < 0 || keys > kMaxKeys)
+    fail(coilRemoteError, client.name(), " answered GETNUMKEYS with ", keys,
          ": it does not speak torch's TCPStore protocol (is MASTER_PORT the port of torchrun's "
          "store?); set COIL_COMM_ID=host:port to name a rendezvous root instead");
   return client;

@@ -11,9 +11,10 @@
 // The wire format, as torch 2.x speaks it (all integers little-endian, the
 // sizes 64-bit): a query is one type byte, then its arguments, a string or
 // byte vector as its length then its bytes. A connection opens with
-// VALIDATE + a 32-bit magic, then PING + a nonce that the server echoes.
-// SET answers nothing; WAIT answers one byte when every key exists; GET
-// answers a byte vector. Only these four queries are used.
+// VALIDATE + a 32-bit magic, then GETNUMKEYS, answered with a 64-bit count
+// (torch 2.4's store has no PING). SET answers nothing; WAIT answers one
+// byte when every key exists; GET answers a byte vector. Only these five
+// queries are used.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@ namespace coil {
 class TorchStoreClient {
  public:
   /// Connects to the store at `address` and validates the connection (the
-  /// server's echo of our ping). A server that does not answer like a
+  /// server's answer to GETNUMKEYS). A server that does not answer like a
   /// TCPStore gives coilRemoteError naming `address`; none listening before
   /// the deadline gives coilTimeout.
   static TorchStoreClient connect(const SocketAddress& address, const Deadline& deadline);
