@@ -22,7 +22,7 @@ import datetime
 import sys
 
 from harness import (end_training_check, flat, init_env, rank_differences,
-                     relative_difference, run_worlds, say)
+                     relative_difference, require_torch_feature, run_worlds, say)
 
 STEPS = 8
 BATCH = 4  # per dp rank
@@ -108,6 +108,7 @@ def worker(rank, world, port):
 
 
 def main():
+    require_torch_feature("fsdp2 on cpu")
     run_worlds("test_2d_parallel", worker, (4,), timeout=240)
 
 

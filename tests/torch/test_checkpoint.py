@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 
-from harness import finish, init_env, require_coil_torch, run_ranks, say
+from harness import finish, init_env, require_coil_torch, run_ranks, say, torch_lacks
 
 SAVE_WORLD, LOAD_WORLD = 3, 2
 STEPS = 3
@@ -186,13 +186,17 @@ def main():
     reports, passed = [], 0
     try:
         ckpt, reference = os.path.join(root, "sharded"), os.path.join(root, "reference.pt")
-        got = run_ranks(save_sharded, SAVE_WORLD, ckpt, reference, timeout=150)
-        if not got:
-            got = run_ranks(load_resharded, LOAD_WORLD, ckpt, reference, timeout=150)
-        say(f"resharded resume ({SAVE_WORLD} ranks save, {LOAD_WORLD} load): "
-            f"{'ok' if not got else 'FAILED'}")
-        passed += 0 if got else 1
-        reports += got
+        lacking = torch_lacks("fsdp2 on cpu")
+        if lacking:
+            say(f"resharded resume (an FSDP2 model): left out: {lacking}")
+        else:
+            got = run_ranks(save_sharded, SAVE_WORLD, ckpt, reference, timeout=150)
+            if not got:
+                got = run_ranks(load_resharded, LOAD_WORLD, ckpt, reference, timeout=150)
+            say(f"resharded resume ({SAVE_WORLD} ranks save, {LOAD_WORLD} load): "
+                f"{'ok' if not got else 'FAILED'}")
+            passed += 0 if got else 1
+            reports += got
         got = run_ranks(async_beside_training, 3, os.path.join(root, "async"), timeout=150)
         say(f"async save beside training: {'ok' if not got else 'FAILED'}")
         passed += 0 if got else 1

@@ -33,7 +33,7 @@ import os
 import sys
 import time
 
-from harness import SKIP, init_env, require_coil_torch, run_worlds, say
+from harness import SKIP, init_env, require_coil_torch, run_worlds, say, torch_lacks
 
 # COIL_TORCH_TEST_DEVICE=cpu runs the same body on CPU tensors (CI, every
 # run: the checks themselves are checked, and the CPU path takes the same
@@ -328,51 +328,55 @@ def worker(rank, world, port):
             failures.append(f"DDP grad {i}: max diff {(got - want).abs().max().item()}")
 
     # ---- FSDP2 (fully_shard) on a CUDA model -----------------------------------
-    # all_gather_into_tensor and reduce_scatter_tensor from FSDP's own
-    # streams, waited on with work.wait(); 4 SGD steps, each rank on its
-    # share of the batch, against the whole batch trained in one process on
-    # the CPU (what data parallelism must reproduce).
-    try:
-        from torch.distributed.fsdp import fully_shard
-    except ImportError:  # torch before 2.6
-        from torch.distributed._composable.fsdp import fully_shard
-    from torch.distributed.device_mesh import init_device_mesh
+    lacking = torch_lacks("fsdp2 on cpu") if ON_CPU else None
+    if lacking and rank == 0:
+        say(f"FSDP2 left out: {lacking}")
+    if not lacking:
+        # all_gather_into_tensor and reduce_scatter_tensor from FSDP's own
+        # streams, waited on with work.wait(); 4 SGD steps, each rank on its
+        # share of the batch, against the whole batch trained in one process on
+        # the CPU (what data parallelism must reproduce).
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:  # torch before 2.6
+            from torch.distributed._composable.fsdp import fully_shard
+        from torch.distributed.device_mesh import init_device_mesh
 
-    def mlp():
-        torch.manual_seed(1234)
-        return torch.nn.Sequential(torch.nn.Linear(37, 61), torch.nn.ReLU(),
-                                   torch.nn.Linear(61, 7))
+        def mlp():
+            torch.manual_seed(1234)
+            return torch.nn.Sequential(torch.nn.Linear(37, 61), torch.nn.ReLU(),
+                                       torch.nn.Linear(61, 7))
 
-    def steps():
-        g = torch.Generator().manual_seed(777)
-        for _ in range(4):
-            yield torch.randn(world * 6, 37, generator=g), torch.randn(world * 6, 7, generator=g)
+        def steps():
+            g = torch.Generator().manual_seed(777)
+            for _ in range(4):
+                yield torch.randn(world * 6, 37, generator=g), torch.randn(world * 6, 7, generator=g)
 
-    sharded = mlp().to(dev)
-    mesh = init_device_mesh(dev.type, (world,))
-    for layer in sharded:
-        if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(sharded, mesh=mesh)
-    alone = mlp()
-    opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (sharded, alone)]
-    for x, y in steps():
-        for o in opts:
-            o.zero_grad()
-        mine = slice(rank * 6, (rank + 1) * 6)
-        out = sharded(x[mine].to(dev, copy=True))
-        torch.nn.functional.mse_loss(out, y[mine].to(dev, copy=True)).backward()
-        torch.nn.functional.mse_loss(alone(x), y).backward()
-        for o in opts:
-            o.step()
-    got = torch.cat([p.full_tensor().detach().cpu().reshape(-1) for p in sharded.parameters()])
-    want = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
-    start = torch.cat([p.detach().reshape(-1) for p in mlp().parameters()])
-    checks[0] += 1
-    off = ((got - want).norm() / want.norm()).item()
-    if off > 1e-4 or torch.equal(want, start):
-        failures.append(f"FSDP2 on CUDA: {off:.2e} relative from one-process training "
-                        f"(> 1e-4), or training did not move the weights")
+        sharded = mlp().to(dev)
+        mesh = init_device_mesh(dev.type, (world,))
+        for layer in sharded:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(sharded, mesh=mesh)
+        alone = mlp()
+        opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (sharded, alone)]
+        for x, y in steps():
+            for o in opts:
+                o.zero_grad()
+            mine = slice(rank * 6, (rank + 1) * 6)
+            out = sharded(x[mine].to(dev, copy=True))
+            torch.nn.functional.mse_loss(out, y[mine].to(dev, copy=True)).backward()
+            torch.nn.functional.mse_loss(alone(x), y).backward()
+            for o in opts:
+                o.step()
+        got = torch.cat([p.full_tensor().detach().cpu().reshape(-1) for p in sharded.parameters()])
+        want = torch.cat([p.detach().reshape(-1) for p in alone.parameters()])
+        start = torch.cat([p.detach().reshape(-1) for p in mlp().parameters()])
+        checks[0] += 1
+        off = ((got - want).norm() / want.norm()).item()
+        if off > 1e-4 or torch.equal(want, start):
+            failures.append(f"FSDP2 on CUDA: {off:.2e} relative from one-process training "
+                            f"(> 1e-4), or training did not move the weights")
 
     # ---- point-to-point on CUDA tensors (through pinned host memory) ----------
     if world > 1:

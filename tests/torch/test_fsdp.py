@@ -20,7 +20,7 @@ import datetime
 import sys
 
 from harness import (end_training_check, flat, init_env, rank_differences,
-                     relative_difference, run_worlds, say)
+                     relative_difference, require_torch_feature, run_worlds, say)
 
 STEPS = 10
 BATCH = 6  # per rank
@@ -94,10 +94,13 @@ def worker(rank, world, port):
 
     vs_gloo = relative_difference(with_coil, with_gloo)
     vs_alone = relative_difference(with_coil, alone)
+    gloo_vs_alone = relative_difference(with_gloo, alone)
     moved = relative_difference(with_coil, start)
     say(f"rank {rank}/{world}: coil vs gloo {vs_gloo:.2e}, vs one process {vs_alone:.2e} "
-        f"(relative); training moved the weights by {moved:.2%}")
-    if vs_gloo > 1e-6:
+        f"(gloo {gloo_vs_alone:.2e}, relative); training moved the weights by {moved:.2%}")
+    # Against gloo only where gloo itself trains right: on torch 2.7.1 FSDP2
+    # over gloo ended 6-9% away from one-process training, coil within 2e-8.
+    if vs_gloo > 1e-6 and gloo_vs_alone <= 1e-5:
         problems.append(f"coil and gloo FSDP training differ by {vs_gloo:.3e} relative (> 1e-6)")
     if vs_alone > 1e-5:
         problems.append(f"coil FSDP and one-process training differ by {vs_alone:.3e} (> 1e-5)")
@@ -105,6 +108,7 @@ def worker(rank, world, port):
 
 
 def main():
+    require_torch_feature("fsdp2 on cpu")
     run_worlds("test_fsdp", worker, (2, 3), timeout=180)
 
 

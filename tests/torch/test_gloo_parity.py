@@ -2,7 +2,9 @@
 
 Each case runs the same code on a coil group and on a gloo group of the same
 ranks and checks both against an independent reference (numbers computed
-here, from what every rank contributed). Covered (issue #13):
+here, from what every rank contributed). Only coil's failures fail the test:
+gloo's own are printed (gloo of torch 2.6 has no reduce_scatter and no AVG,
+and its bitwise reduce_scatter_tensor gives wrong values). Covered (issue #13):
   - a future's .then() callback that issues a collective and waits for it
     (PowerSGD's pattern), and DDP training with the PowerSGD comm hook, whose
     parameters must match gloo's;
@@ -31,7 +33,7 @@ import sys
 import time
 import traceback
 
-from harness import init_env, run_worlds, say
+from harness import init_env, run_worlds, say, torch_lacks
 
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,3").split(",")
                     if int(w) >= 2)
@@ -48,12 +50,16 @@ def worker(rank, world, port):
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
     gloo = dist.new_group(backend="gloo")
     failures = []
+    gloo_failures = []  # gloo's own, printed but not counted
     checks = [0]
+
+    def failed(backend):
+        return gloo_failures if backend == "gloo" else failures
 
     def check(name, ok, detail=""):
         checks[0] += 1
         if not ok:
-            failures.append(f"{name}: {detail}")
+            failed("gloo" if "[gloo]" in name else "coil").append(f"{name}: {detail}")
 
     def expect_equal(name, got, want):
         check(name, got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want),
@@ -75,7 +81,7 @@ def worker(rank, world, port):
             try:
                 fn(f"{name} [{backend}]", group)
             except Exception:  # noqa: BLE001 - collect, keep the ranks in step
-                failures.append(f"{name} [{backend}]: raised\n{traceback.format_exc()}")
+                failed(backend).append(f"{name} [{backend}]: raised\n{traceback.format_exc()}")
             dist.barrier(group=gloo)
 
     # ---- a .then() callback that runs a collective and waits for it --------------
@@ -399,7 +405,12 @@ def worker(rank, world, port):
         x = torch.tensor([float(10 ** rank)])
         dist.all_reduce(x, group=child)
         expect_equal(name + " all_reduce", x, torch.tensor([float(sum(10 ** r for r in mine))]))
-    case("split_group", split)
+    lacking = torch_lacks("split cpu groups")
+    if lacking:
+        if rank == 0:
+            say(f"split_group left out: {lacking}")
+    else:
+        case("split_group", split)
 
     # ---- a barrier only rank 0 enters times out, recognisably --------------------
     def lonely_barrier(backend):
@@ -423,7 +434,7 @@ def worker(rank, world, port):
         try:
             lonely_barrier(backend)
         except Exception:  # noqa: BLE001
-            failures.append(f"lonely barrier [{backend}]: raised\n{traceback.format_exc()}")
+            failed(backend).append(f"lonely barrier [{backend}]: raised\n{traceback.format_exc()}")
 
     # ---- monitored_barrier ----------------------------------------------------------
     short = datetime.timedelta(seconds=1)
@@ -474,6 +485,9 @@ def worker(rank, world, port):
 
     dist.destroy_process_group()
     say(f"rank {rank}/{world}: {checks[0]} checks, {len(failures)} failures")
+    if gloo_failures:
+        say(f"rank {rank}/{world}: gloo itself failed {len(gloo_failures)} checks (not counted), "
+            f"the first: {gloo_failures[0].splitlines()[0][:200]}")
     if failures:
         raise AssertionError(f"{len(failures)} failed checks:\n" + "\n".join(failures))
 

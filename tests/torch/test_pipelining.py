@@ -6,8 +6,9 @@ neighbouring stages with batch_isend_irecv, in the order each schedule
 interleaves its micro-batches. Checked, for GPipe and 1F1B, 2 and 3 ranks,
 4 micro-batches of 2 samples:
   - each stage's weight and bias gradients equal the whole model's, run in
-    one process on the whole batch (the schedule scales them by 1/4, the
-    micro-batch count), within 1e-5;
+    one process on the whole batch, within 1e-5 (the schedules of torch 2.7
+    and later scale them by 1/4, the micro-batch count: their scale_grads;
+    older ones sum the micro-batches' gradients);
   - the last stage's per-micro-batch losses add up to the whole batch's.
 
 COIL_TORCH_TEST_DEVICE=cuda runs the stages on CUDA (rank % device count;
@@ -15,10 +16,11 @@ ranks may share a GPU), whose activations and gradients then go through
 coil's CUDA send/recv; it exits 77 with the reason where torch sees no GPU.
 """
 import datetime
+import inspect
 import os
 import sys
 
-from harness import SKIP, init_env, require_coil_torch, run_worlds, say
+from harness import SKIP, init_env, require_torch_feature, run_worlds, say
 
 ON_CUDA = os.environ.get("COIL_TORCH_TEST_DEVICE") == "cuda"
 
@@ -48,12 +50,20 @@ def worker(rank, world, port):
 
     problems = []
     for name, schedule_class in (("GPipe", ScheduleGPipe), ("1F1B", Schedule1F1B)):
+        scaled = "scale_grads" in inspect.signature(schedule_class).parameters
+        per_step = MICRO_BATCHES if scaled else 1
         torch.manual_seed(0)  # every rank builds the whole model, keeps its layer
         layers = [torch.nn.Linear(WIDTH, WIDTH) for _ in range(world)]
         whole = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.Tanh())])
         mine = torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.Tanh())
         mine[0].load_state_dict(layers[rank].state_dict())
-        stage = PipelineStage(mine.to(dev), rank, world, dev)
+        # Torch 2.4 wants a micro-batch's shape (input_args); later ones
+        # learn it from the first step, through the backend.
+        shape = {}
+        input_args = inspect.signature(PipelineStage).parameters["input_args"]
+        if input_args.default is inspect.Parameter.empty:
+            shape["input_args"] = torch.empty(2, WIDTH, device=dev)
+        stage = PipelineStage(mine.to(dev), rank, world, dev, **shape)
         schedule = schedule_class(stage, n_microbatches=MICRO_BATCHES, loss_fn=loss_fn)
         losses = []
         if rank == 0:
@@ -67,7 +77,7 @@ def worker(rank, world, port):
         whole_loss.backward()
         for what, got, want in (("weight", mine[0].weight.grad, layers[rank].weight.grad),
                                 ("bias", mine[0].bias.grad, layers[rank].bias.grad)):
-            off = (got.cpu() - want / MICRO_BATCHES).abs().max().item()
+            off = (got.cpu() - want / per_step).abs().max().item()
             if off > 1e-5:
                 problems.append(f"{name}: stage {rank} {what} gradient is {off:.2e} off")
         if rank == world - 1:
@@ -83,7 +93,7 @@ def worker(rank, world, port):
 
 
 def main():
-    require_coil_torch()
+    require_torch_feature("pipelining")
     import torch
     if ON_CUDA and not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device (COIL_TORCH_TEST_DEVICE=cuda)")

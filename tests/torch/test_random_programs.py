@@ -32,7 +32,7 @@ import datetime
 import os
 import random
 
-from harness import init_env, run_worlds, say
+from harness import init_env, run_worlds, say, torch_lacks
 
 WORLD_SIZES = tuple(int(w) for w in os.environ.get("COIL_TORCH_TEST_WORLDS", "2,3,4").split(",")
                     if int(w) >= 2)
@@ -80,11 +80,12 @@ class Program:
         # The world and one or two subgroups; every rank creates every group.
         # A subgroup is made by new_group (its ranks in rank order) or by
         # split_group (in its list's order, the others in a group of their
-        # own that the program leaves alone).
+        # own that the program leaves alone), where torch splits CPU groups.
         self.groups = [(None, list(range(world)))]
+        can_split = torch_lacks("split cpu groups") is None
         for _ in range(self.shared.randint(1, 2)):
             members = self.shared.sample(range(world), self.shared.randint(1, world))
-            if self.shared.random() < 0.5:
+            if self.shared.random() < 0.5 and can_split:
                 rest = [r for r in range(world) if r not in members]
                 child = dist.split_group(split_ranks=[members] + ([rest] if rest else []))
                 self.groups.append((child, members))
