@@ -120,6 +120,24 @@ coil_configure_sanitizer() {
     "-Dcpp_args=-fno-sanitize-recover=undefined -g1" "-Dc_args=-fno-sanitize-recover=undefined -g1"
 }
 
+# The oldest torch release the adapter is tested with, and the venv that
+# holds it (beside the main one): tools/run-tests --oldest-torch.
+COIL_OLDEST_TORCH="${COIL_OLDEST_TORCH:-2.4.1}"
+coil_oldest_torch_venv() {
+  echo "${XDG_CACHE_HOME:-$HOME/.cache}/coil/torch-venv-$COIL_OLDEST_TORCH"
+}
+
+# coil_configure_oldest_torch DIR: meson setup of the oldest-torch leg's
+# build directory, the adapter built against coil_oldest_torch_venv's
+# torch. Only what its torch tests use: no CUDA, benchmarks, oneCCL or fuzz.
+coil_configure_oldest_torch() {
+  local dir="$1" setup=()
+  if [ -f "$dir/build.ninja" ]; then setup=(--reconfigure); fi
+  COIL_TORCH_PYTHON="$(coil_oldest_torch_venv)/bin/python3" meson setup "${setup[@]}" "$dir" \
+    --buildtype=release -Dtorch=enabled -Dcuda=disabled -Dbenchmarks=disabled \
+    -Doneccl=disabled -Dfuzz=disabled
+}
+
 # coil_jobs: parallel build jobs: the CPU count, at most COIL_JOBS if set.
 coil_jobs() {
   local n

@@ -20,21 +20,25 @@
 #                      any checkout: one copy of torch's few GB for every
 #                      clone, tools/run-tests and meson's own search alike)
 #   COIL_VENV_BASE_PYTHON  the interpreter it is made from (default: /usr/bin/python3)
+#   COIL_TORCH_VERSION this torch release (2.4.1), not PyPI's newest: the
+#                      venv holds it or gets it (.ci/run's oldest-torch leg)
 #
 # Exit status: 0 with "torch-venv: torch X.Y.Z in DIR" on stdout; non-zero
 # with the reason on stderr when the venv cannot be made or torch installed.
 
 coil_torch_venv() {
-  local repo venv base_python py
-  repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  local venv base_python py
   venv="${COIL_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/coil/torch-venv}"
   mkdir -p "$(dirname "$venv")"
   base_python="${COIL_VENV_BASE_PYTHON:-/usr/bin/python3}"
   py="$venv/bin/python3"
 
-  # The fast path: one import of what the adapter needs.
-  local version
-  if [ -x "$py" ] && version=$("$py" -c 'import expecttest, numpy, torch; print(torch.__version__)' 2>/dev/null); then
+  # The fast path: one import of what the adapter needs (of the release
+  # asked for, if one is).
+  local version pinned="${COIL_TORCH_VERSION:-}" want=torch
+  if [ -n "$pinned" ]; then want="torch==$pinned"; fi
+  if [ -x "$py" ] && version=$("$py" -c 'import expecttest, numpy, torch; print(torch.__version__)' 2>/dev/null) &&
+     { [ -z "$pinned" ] || [ "${version%%+*}" = "$pinned" ]; }; then
     echo "torch-venv: torch $version in $venv"
     return 0
   fi
@@ -57,9 +61,9 @@ coil_torch_venv() {
     }
   fi
   # expecttest: torch's own test helpers import it (the torch-suite, docs/torch-suite.md).
-  echo "torch-venv: installing torch, numpy and expecttest from PyPI (a few GB the first time)"
-  "$py" -m pip install --quiet --disable-pip-version-check torch numpy expecttest || {
-    echo "torch-venv: pip install torch numpy expecttest failed" >&2
+  echo "torch-venv: installing $want, numpy and expecttest from PyPI (a few GB the first time)"
+  "$py" -m pip install --quiet --disable-pip-version-check "$want" numpy expecttest || {
+    echo "torch-venv: pip install $want numpy expecttest failed" >&2
     return 1
   }
   if ! version=$("$py" -c 'import numpy, torch; print(torch.__version__)'); then
