@@ -12,6 +12,7 @@
 #include "algorithms/registered_collectives.h"
 #include "core/env.h"
 #include "device/device.h"
+#include "device/device_reduce.h"
 #include "reduce/reduce.h"
 
 namespace coil::api {
@@ -33,6 +34,7 @@ device::StagedStream& stagedStreamOf(coilComm* comm) {
 void attachDevice(coilComm* comm) {
   if (!device::available()) return;
   comm->device = device::currentDevice();
+  device::loadReductionKernels();  // on this device, before any call can wait (device_reduce.h)
   // Pinned staging, made now: allocating it later could wait on a stream
   // that waits on this communicator (staged_stream.h).
   const auto stagingBytes = static_cast<size_t>(

@@ -51,5 +51,6 @@ void reduceChainAsync(void*, const void* const*, int, size_t, coilDataType_t, co
   noCuda("reduceChainAsync");
 }
 void divideAsync(void*, const void*, size_t, coilDataType_t, int, void*) { noCuda("divideAsync"); }
+void loadReductionKernels() { noCuda("loadReductionKernels"); }
 
 }  // namespace coil::device

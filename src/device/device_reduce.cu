@@ -681,6 +681,26 @@ void dispatch(coilDataType_t type, HalfCodec codec, const Body& body) {
   fail(coilInvalidArgument, "invalid datatype ", static_cast<int>(type));  // callers check first
 }
 
+/// Loads into the current device's context the kernels of one type's
+/// reductions (every op it has) and its division: asking for a kernel's
+/// attributes loads it (CUDA 12.2+ loads kernels lazily, at first use).
+template <coilDataType_t kType, HalfCodec kCodec>
+void loadTyped(const char* what) {
+  constexpr Kind kKind = Traits<kType>::kKind;
+  constexpr bool kBitwise = kKind == Kind::kSigned || kKind == Kind::kUnsigned;
+  const coilRedOp_t ops[] = {coilSum, coilProd, coilMax, coilMin, coilBand, coilBor, coilBxor};
+  cudaFuncAttributes attributes{};
+  for (const coilRedOp_t op : ops) {
+    if (!kBitwise && (op == coilBand || op == coilBor || op == coilBxor)) continue;
+    withReduceOp<kType, kCodec>(op, what, [&](const auto& fn) {
+      using Fn = std::decay_t<decltype(fn)>;
+      checkCuda(what, cudaFuncGetAttributes(&attributes, &elementwiseKernel<Fn>));
+      checkCuda(what, cudaFuncGetAttributes(&attributes, &chainKernel<Fn>));
+    });
+  }
+  checkCuda(what, cudaFuncGetAttributes(&attributes, &elementwiseKernel<DivideOp<kType, kCodec>>));
+}
+
 template <coilDataType_t kType, HalfCodec kCodec>
 void launchConvert(bool widen, void* dst, const void* src, size_t count, void* stream) {
   const char* what = widen ? "widenAsync" : "narrowAsync";
@@ -728,6 +748,14 @@ void reduceChainAsync(void* dst, const void* const* src, int n, size_t count, co
 void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
                  void* stream) {
   testing::divideAsyncWith(kDefaultHalfCodec, dst, src, count, type, divisor, stream);
+}
+
+void loadReductionKernels() {
+  for (const coilDataType_t type : {coilInt8, coilUint8, coilInt32, coilUint32, coilInt64, coilUint64,
+                                    coilFloat16, coilFloat32, coilFloat64, coilBfloat16})
+    dispatch(type, kDefaultHalfCodec, [&]<coilDataType_t kType, HalfCodec kCodec>() {
+      loadTyped<kType, kCodec>("loadReductionKernels");
+    });
 }
 
 namespace testing {

@@ -72,6 +72,14 @@ inline void checkChainArguments(const void* dst, const void* const* src, int n, 
 void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, int divisor,
                  void* stream);
 
+/// Loads every kernel reduceAsync, reduceChainAsync and divideAsync launch
+/// into the current device's context. A communicator's init calls it: the
+/// CUDA runtime loads a kernel lazily at its first launch, and loading may
+/// wait for the device's streams to drain (CUDA's lazy-loading notes), so a
+/// first launch behind a stream that waits for a step of this very call
+/// could wait forever (NCCL loads its kernels at init for the same reason).
+void loadReductionKernels();
+
 /// Hooks for tests and benchmarks only (tests/gpu, benchmarks/micro); not for
 /// the library's own use.
 namespace testing {

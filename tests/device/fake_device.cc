@@ -451,6 +451,9 @@ void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, 
   streamOf(stream).push([=] { fn(dst, src, count, divisor); });
 }
 
+// The fake's kernels are host functions: nothing loads lazily.
+void loadReductionKernels() {}
+
 namespace fake {
 
 void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream).push(std::move(fn)); }
