@@ -127,15 +127,20 @@ coil_oldest_torch_venv() {
   echo "${XDG_CACHE_HOME:-$HOME/.cache}/coil/torch-venv-$COIL_OLDEST_TORCH"
 }
 
-# coil_configure_oldest_torch DIR: meson setup of the oldest-torch leg's
-# build directory, the adapter built against coil_oldest_torch_venv's
+# coil_build_oldest_torch DIR: configure (once) and build the oldest-torch
+# leg's build directory, the adapter built against coil_oldest_torch_venv's
 # torch. Only what its torch tests use: no CUDA, benchmarks, oneCCL or fuzz.
-coil_configure_oldest_torch() {
-  local dir="$1" setup=()
-  if [ -f "$dir/build.ninja" ]; then setup=(--reconfigure); fi
-  COIL_TORCH_PYTHON="$(coil_oldest_torch_venv)/bin/python3" meson setup "${setup[@]}" "$dir" \
-    --buildtype=release -Dtorch=enabled -Dcuda=disabled -Dbenchmarks=disabled \
-    -Doneccl=disabled -Dfuzz=disabled
+# COIL_TORCH_PYTHON is set for ninja too: Meson reads it again whenever it
+# reconfigures by itself (after a meson.build changed).
+coil_build_oldest_torch() {
+  local dir="$1"
+  export COIL_TORCH_PYTHON
+  COIL_TORCH_PYTHON="$(coil_oldest_torch_venv)/bin/python3"
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" --buildtype=release -Dtorch=enabled -Dcuda=disabled -Dbenchmarks=disabled \
+      -Doneccl=disabled -Dfuzz=disabled || return 1
+  fi
+  ninja -C "$dir" -j "$(coil_jobs)"
 }
 
 # coil_jobs: parallel build jobs: the CPU count, at most COIL_JOBS if set.
