@@ -11,6 +11,7 @@
 #include "algorithms/device_window_p2p.h"
 #include "algorithms/registered_collectives.h"
 #include "core/env.h"
+#include "core/log.h"
 #include "device/device.h"
 #include "device/device_reduce.h"
 #include "reduce/reduce.h"
@@ -34,7 +35,15 @@ device::StagedStream& stagedStreamOf(coilComm* comm) {
 void attachDevice(coilComm* comm) {
   if (!device::available()) return;
   comm->device = device::currentDevice();
-  device::loadReductionKernels();  // on this device, before any call can wait (device_reduce.h)
+  try {
+    device::loadReductionKernels();  // on this device, before any call can wait (device_reduce.h)
+  } catch (const Error& e) {
+    // A GPU that libcoil has no kernels for (an architecture outside
+    // -Dgpu_arch, no PTX that fits): host calls still work, device
+    // reductions fail when called, naming the same error.
+    COIL_WARN(kInit, "rank ", comm->rank, ": coil's reduction kernels do not load on CUDA device ",
+              comm->device, ": ", e.what());
+  }
   // Pinned staging, made now: allocating it later could wait on a stream
   // that waits on this communicator (staged_stream.h).
   const auto stagingBytes = static_cast<size_t>(
