@@ -36,7 +36,12 @@ else
   pip_args+=(--config-settings=setup-args=-Dcuda=disabled)
 fi
 start=$SECONDS
-if ! env -u PYTHONPATH "$py" -m pip install -q "${pip_args[@]}" "$src" >"$work/pip.log" 2>&1; then
+# As a user's pip would: the adapter is built against the torch of the
+# environment it goes into, not one a caller's COIL_TORCH_PYTHON names
+# (tools/run-tests exports its main venv's: the oldest-torch leg's wheel was
+# built for torch 2.15 and failed to load into torch 2.4.1).
+if ! env -u PYTHONPATH -u COIL_TORCH_PYTHON -u COIL_TORCH_VENV "$py" -m pip install -q "${pip_args[@]}" \
+    "$src" >"$work/pip.log" 2>&1; then
   echo "FAIL: pip install $src:"; tail -n 30 "$work/pip.log"; exit 1
 fi
 echo "pip install took $((SECONDS - start)) s"
