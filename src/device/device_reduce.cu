@@ -30,6 +30,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 #include "core/error.h"
@@ -751,6 +753,16 @@ void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, 
 }
 
 void loadReductionKernels() {
+  // Once per device and process: later communicators find them loaded (and
+  // a device that cannot load them has said so once).
+  static std::mutex mutex;
+  static std::set<int> tried;
+  int device = 0;
+  checkCuda("loadReductionKernels", cudaGetDevice(&device));
+  {
+    std::lock_guard lock(mutex);
+    if (!tried.insert(device).second) return;
+  }
   for (const coilDataType_t type : {coilInt8, coilUint8, coilInt32, coilUint32, coilInt64, coilUint64,
                                     coilFloat16, coilFloat32, coilFloat64, coilBfloat16})
     dispatch(type, kDefaultHalfCodec, [&]<coilDataType_t kType, HalfCodec kCodec>() {

@@ -73,11 +73,12 @@ void divideAsync(void* dst, const void* src, size_t count, coilDataType_t type, 
                  void* stream);
 
 /// Loads every kernel reduceAsync, reduceChainAsync and divideAsync launch
-/// into the current device's context. A communicator's init calls it: the
-/// CUDA runtime loads a kernel lazily at its first launch, and loading may
-/// wait for the device's streams to drain (CUDA's lazy-loading notes), so a
-/// first launch behind a stream that waits for a step of this very call
-/// could wait forever (NCCL loads its kernels at init for the same reason).
+/// into the current device's context, once per device and process (a
+/// second call for a device returns at once). A communicator's init calls
+/// it: the CUDA runtime loads a kernel lazily at its first launch, and
+/// loading may wait for the device's streams to drain (CUDA's lazy-loading
+/// notes), so a first launch behind a stream that waits for a step of this
+/// very call could wait forever (NCCL loads its kernels at init as well).
 void loadReductionKernels();
 
 /// Hooks for tests and benchmarks only (tests/gpu, benchmarks/micro); not for

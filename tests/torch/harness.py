@@ -19,6 +19,7 @@ variable that torch reads when it loads (TORCH_DISTRIBUTED_DEBUG) passes
 fresh_interpreter=True and gets "spawn".
 """
 import faulthandler
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -52,8 +53,13 @@ def require_coil_torch():
 def _c10d_says(dist, text):
     """Whether torch.distributed's own code holds `text`, the message of a
     refusal some releases make before any backend is asked."""
+    return text in _c10d_source(dist)
+
+
+@functools.lru_cache(maxsize=1)
+def _c10d_source(dist):
     import inspect
-    return text in inspect.getsource(dist.distributed_c10d)
+    return inspect.getsource(dist.distributed_c10d)
 
 
 def _pipeline_stages_meet_matching(torch, dist):
