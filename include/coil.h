@@ -242,6 +242,15 @@ coilResult_t coilCommFinalize(coilComm_t comm);
 /// leave; _exit(), a fatal signal or Python's os._exit() skip that wait, and
 /// the peers then fail with coilRemoteError.
 ///
+/// Local, except where device memory is shared through CUDA's legacy IPC
+/// between processes (the peer windows under COIL_PEER_IPC=legacy or a
+/// driver without cuMem, or windows still registered): then it is
+/// collective among the ranks, as NCCL's is within a node. It waits, up to
+/// the communicator's timeout, until every process has closed what it
+/// opened of this rank's memory, since CUDA forbids freeing it before;
+/// where that cannot be confirmed (a peer died or aborted), coil's own
+/// window stays allocated until exit, and a warning says so.
+///
 /// fork(): a child forked after init inherits the handle but none of
 /// coil's threads or connections. Every call on it there returns
 /// coilInvalidUsage, naming the fork; coilCommDestroy and coilCommAbort of
@@ -321,7 +330,9 @@ coilResult_t coilCommWindowRegister(coilComm_t comm, void* buff, size_t size, co
                                     int winFlags);
 
 /// Collective: every rank deregisters its windows in the same order, after
-/// the calls that use them were enqueued; it waits for them to finish.
+/// the calls that use them were enqueued; it waits for them to finish, and
+/// for every other process to close the buffer: it may be freed once this
+/// returns.
 coilResult_t coilCommWindowDeregister(coilComm_t comm, coilWindow_t win);
 
 /// Allocates `size` bytes of device memory on the current CUDA device.

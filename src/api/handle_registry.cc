@@ -8,6 +8,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "api/shared_teardown.h"
 #include "core/error.h"
 #include "core/fork_guard.h"
 
@@ -133,8 +134,9 @@ bool retire(coilComm* comm) {
 
 void bury(coilComm* comm) noexcept {
   comm->staged.reset();  // runs the device calls still queued, which use impl
-  comm->peerWindows.reset();  // and the windows they read
-  comm->windows.reset();      // and the application's, which they read too
+  // Then the windows they read, coil's and the application's, in the
+  // order legacy IPC needs (shared_teardown.h).
+  releaseSharedDeviceMemory(comm);
   comm->impl.reset();  // outside the lock: teardown joins threads and unmaps segments
   Registry& r = registry();
   std::unique_lock lock(r.mutex);

@@ -12,6 +12,7 @@
 
 #include "algorithms/device_window_p2p.h"
 #include "api/handle.h"
+#include "api/shared_teardown.h"
 #include "comm/host_identity.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -198,6 +199,11 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
   std::vector<IpcRecord> all(static_cast<size_t>(c.nranks()));
   all[static_cast<size_t>(rank)] = mine;
   c.allGatherAtSetup(all.data(), sizeof(IpcRecord));
+  std::vector<ProcessOfRank> processes;
+  for (const IpcRecord& r : all) processes.emplace_back(r.hostHash, r.pid);
+  const ProcessSpread spread = spreadOf(processes);
+  pw->openedElsewhere = spread.severalProcesses;
+  pw->threadsAmongProcesses = spread.threadsAmongProcesses;
   for (int peer = 0; peer < c.nranks() && why.empty(); ++peer) {
     if (peer == rank) continue;
     const IpcRecord& r = all[static_cast<size_t>(peer)];
@@ -218,8 +224,13 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
       why = "opening rank " + std::to_string(peer) + "'s window: " + e.what();
     }
   }
-  if (!everyRankAgrees(c, why.empty()))
+  if (!everyRankAgrees(c, why.empty())) {
+    // Every process closes what it opened before any rank frees its own
+    // window (PeerWindows' destructor, in attachPeerWindows).
+    pw->closePeers();
+    everyRankAgrees(c, true);
     return why.empty() ? "another rank could not open every window" : why;
+  }
   return {};
 }
 
@@ -256,6 +267,11 @@ void PeerWindows::unmap() noexcept {
   for (device::SharedMemory& m : mappings) device::freeShared(m);
 }
 
+void PeerWindows::closePeers() noexcept {
+  for (size_t q = 0; q < mappings.size(); ++q)
+    if (q != static_cast<size_t>(rank)) device::freeShared(mappings[q]);
+}
+
 PeerWindows::~PeerWindows() { unmap(); }
 
 void attachPeerWindows(coilComm* comm) {
@@ -272,6 +288,7 @@ void attachPeerWindows(coilComm* comm) {
   pw->slotBytes = settings.slotBytes;
   pw->minBytes = settings.minBytes;
   pw->mappings.resize(static_cast<size_t>(c.nranks()));
+  pw->rank = c.rank();
 
   std::string why;
   if (settings.sharing != Sharing::kLegacy) {

@@ -49,6 +49,12 @@ struct PeerWindows {
   std::vector<device::SharedMemory> mappings;   // by rank: the window as mapped here
   std::vector<algo::DeviceWindow> windows;      // by rank
   const char* sharing = "";                     // the way they were shared, for logs and tests
+  int rank = -1;                                // this rank: mappings[rank] is its own window
+  // Legacy IPC with a rank in another process: that process opened this
+  // rank's window, which must outlive its mapping there (shared_teardown.h).
+  // The same on every rank. (cuMem's mappings hold the memory themselves.)
+  bool openedElsewhere = false;
+  bool threadsAmongProcesses = false;  // shared_teardown.h: destroy cannot wait then
   std::atomic<uint64_t> callsRun{0};            // collectives enqueued on the windows (for tests)
   std::atomic<uint64_t> p2pRun{0};              // batches of sends and receives (for tests)
   PeerWindows() = default;
@@ -57,6 +63,8 @@ struct PeerWindows {
   ~PeerWindows();
   /// Frees every mapping (own and peers'), leaving empty ones.
   void unmap() noexcept;
+  /// Closes the peers' windows as mapped here, keeping this rank's own.
+  void closePeers() noexcept;
 };
 
 /// At init, on every rank, once the communicator is connected: collective.

@@ -12,6 +12,7 @@
 
 #include "api/device_calls.h"
 #include "api/guard.h"
+#include "api/shared_teardown.h"
 #include "comm/host_identity.h"
 #include "core/log.h"
 #include "device/device_reduce.h"
@@ -173,6 +174,9 @@ void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWind
   if (!comm->windows) comm->windows = std::make_unique<RegisteredWindows>();
   RegisteredWindows& rw = *comm->windows;
   rw.minBytes = all[0].minBytes;
+  std::vector<ProcessOfRank> processes;
+  for (const WindowRecord& r : all) processes.emplace_back(r.hostHash, r.pid);
+  rw.threadsAmongProcesses = spreadOf(processes).threadsAmongProcesses;
   auto w = std::make_unique<coilWindow>();
   w->id = rw.nextId++;
   w->base = static_cast<uint8_t*>(buff);
@@ -228,7 +232,12 @@ void deregisterWindow(coilComm* comm, coilWindow* win) {
       fail(coilInvalidUsage, "the ranks deregistered different windows (#", mineId, " here, #",
            ids[q], " on rank ", q, "; #0: not a window of its own); every rank deregisters its ",
            "windows in the same order");
+  const bool opened = !win->opened.empty();  // the same on every rank, as in shared_teardown.cc
   rw->live.erase(it);
+  // The application may free its buffer once this returns, and CUDA's
+  // legacy IPC leaves freeing memory that another process still has open
+  // undefined: every process closes what it opened before any rank returns.
+  if (opened) c.barrier();
 }
 
 std::optional<RegisteredCall> registeredCallOf(const coilComm* comm, const CollectiveCall& call,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -184,6 +185,17 @@ void synchroniseForFree() {
   }
 }
 
+// CUDA's rule for legacy IPC: an allocation that another process opened
+// (cudaIpcOpenMemHandle) must not be freed before that process closed it
+// (cudaIpcCloseMemHandle), or the result is undefined. An opening process
+// holds a shared flock on the segment (openIpc) until it closes it, so
+// the exporter's free sees whether one still does.
+std::atomic<int> gFreedWhileOpened{0};
+
+void noteFreeOfExported(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) ++gFreedWhileOpened;
+}
+
 }  // namespace
 
 bool available() { return true; }
@@ -233,6 +245,7 @@ void freeDevice(void* ptr) noexcept {
     block = it->second;
     gDeviceBlocks.erase(it);
   }
+  noteFreeOfExported(block.fd);
   munmap(ptr, block.bytes);
   ::close(block.fd);
 }
@@ -380,7 +393,10 @@ IpcHandle ipcHandleOf(const SharedMemory& memory) {
   return handleOfSegment(static_cast<int>(memory.handle));
 }
 
+std::string gIpcOpenFailure;  // fake::failIpcOpens
+
 SharedMemory openIpc(const IpcHandle& handle, size_t bytes) {
+  if (!gIpcOpenFailure.empty()) fail(coilUnhandledCudaError, "cudaIpcOpenMemHandle: ", gIpcOpenFailure);
   FakeIpcHandle h;
   std::memcpy(&h, handle.bytes.data(), sizeof h);
   if (std::memcmp(h.magic, "coilfake", 8) != 0)
@@ -392,7 +408,11 @@ SharedMemory openIpc(const IpcHandle& handle, size_t bytes) {
   OwnedFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid())
     fail(coilUnhandledCudaError, "cudaIpcOpenMemHandle: ", path, ": ", std::strerror(errno));
-  return mapSegment(fd.get(), bytes, SharedMemory::Kind::kIpcOpened, "openIpc");
+  if (flock(fd.get(), LOCK_SH) != 0)  // held until freeShared closes the descriptor
+    fail(coilSystemError, "openIpc: flock: ", std::strerror(errno));
+  SharedMemory m = mapSegment(fd.get(), bytes, SharedMemory::Kind::kIpcOpened, "openIpc");
+  m.handle = static_cast<uint64_t>(dup(fd.get()));  // the same lock, kept until freeShared
+  return m;
 }
 
 std::string gRangeRefusal;  // fake::refuseIpcRanges
@@ -413,7 +433,11 @@ IpcRange ipcRangeOf(const void* ptr, size_t bytes) {
   return out;
 }
 
+std::chrono::milliseconds gCloseDelay{0};  // fake::delayCloses
+
 void freeShared(SharedMemory& memory) noexcept {
+  if (memory.kind == SharedMemory::Kind::kIpcOpened) std::this_thread::sleep_for(gCloseDelay);
+  if (memory.kind == SharedMemory::Kind::kIpcOwn) noteFreeOfExported(static_cast<int>(memory.handle));
   if (memory.ptr != nullptr && memory.kind != SharedMemory::Kind::kBorrowed) {
     munmap(memory.ptr, memory.bytes);
     if (memory.handle != ~uint64_t{0}) ::close(static_cast<int>(memory.handle));
@@ -458,10 +482,16 @@ namespace fake {
 
 void enqueueHostWork(Stream stream, std::function<void()> fn) { streamOf(stream).push(std::move(fn)); }
 int allocationsWhileWaiting() { return gAllocWhileWaiting.load(); }
-void resetCounters() { gAllocWhileWaiting = 0; }
+int freesWhileOpenedElsewhere() { return gFreedWhileOpened.load(); }
+void delayCloses(std::chrono::milliseconds delay) { gCloseDelay = delay; }
+void resetCounters() {
+  gAllocWhileWaiting = 0;
+  gFreedWhileOpened = 0;
+}
 void refuseSharedMemory(const std::string& why) { gSharedMemoryRefusal = why; }
 void refuseIpc(const std::string& why) { gIpcRefusal = why; }
 void failImports(const std::string& why) { gImportFailure = why; }
+void failIpcOpens(const std::string& why) { gIpcOpenFailure = why; }
 void refuseIpcRanges(const std::string& why) { gRangeRefusal = why; }
 void shareHardwareQueues(int n) {
   std::lock_guard<std::mutex> lock(gQueuesMutex);

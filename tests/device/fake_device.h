@@ -15,6 +15,7 @@
 // the peer all-reduce uses run coil's host kernels on the stream's thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +28,13 @@ namespace coil::device::fake {
 void enqueueHostWork(Stream stream, std::function<void()> fn);
 /// Allocations and frees made while some stream was waiting on a word.
 int allocationsWhileWaiting();
+/// Frees of memory this process exported for legacy IPC (allocIpc, or
+/// allocDevice's blocks through ipcRangeOf) while another process still had
+/// it open: undefined behaviour in CUDA (cudaIpcOpenMemHandle's docs).
+int freesWhileOpenedElsewhere();
+/// freeShared of a mapping opened from another process (openIpc) waits
+/// `delay` first, in this process, from now on: a peer slow to close.
+void delayCloses(std::chrono::milliseconds delay);
 /// Resets the counters above.
 void resetCounters();
 /// Streams created from now on share `n` hardware queues, handed out in
@@ -42,6 +50,8 @@ void refuseSharedMemory(const std::string& why);
 void refuseIpc(const std::string& why);
 /// importShared fails from now on, saying `why` (empty: it works).
 void failImports(const std::string& why);
+/// openIpc fails from now on, saying `why` (empty: it works).
+void failIpcOpens(const std::string& why);
 /// A block of "device" memory (allocDevice), freed with its scope.
 class DeviceBuffer {
  public:

@@ -3,17 +3,17 @@
 #   bash .gpu/run.sh        ($OUT: the folder whose files come back)
 # Keeps to 6 log files under $OUT (8 come back; the caller's tee makes a 7th),
 # each step under its own timeout.
-cd "$(dirname "$0")"; G=$PWD; ROOT=$(dirname "$G"); OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+cd "$(dirname "$0")" || exit 1; G=$PWD; ROOT=$(dirname "$G"); OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 export COIL_SOCKET_IFNAME=lo PYTHONFAULTHANDLER=1
 # libcoil needs hwloc, coil_perf Open MPI too: the bare image may have neither.
 export LD_LIBRARY_PATH=$G/lib
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-t() { local s=$(date +%s); "$@"; local rc=$?; echo "rc=$rc $(( $(date +%s) - s ))s"; }
+t() { local s rc; s=$(date +%s); "$@"; rc=$?; echo "rc=$rc $(( $(date +%s) - s ))s"; }
 # Runs "$@" for at most $1 seconds. The first run in this check that goes
 # past it gets the stacks of every thread of it and of its first child
 # processes (cuda-gdb: the image has no gdb) before it is killed.
 watched() {
-  local limit=$1 start=$(date +%s); shift
+  local limit=$1 start; start=$(date +%s); shift
   "$@" & local pid=$!
   while kill -0 "$pid" 2> /dev/null; do
     if (( $(date +%s) - start >= limit )); then
@@ -47,6 +47,7 @@ COIL_PEER_MIN_BYTES=1 COIL_PEER_WINDOW_BYTES=65536 COIL_DEBUG=INFO COIL_DEBUG_SU
 echo "== gpu_collectives_test Procs* on peer windows shared by legacy IPC handles (COIL_PEER_IPC=legacy)"
 COIL_PEER_IPC=legacy COIL_PEER_MIN_BYTES=1 COIL_PEER_WINDOW_BYTES=65536 COIL_DEBUG=INFO COIL_DEBUG_SUBSYS=INIT t watched 120 ./tests/gpu/gpu_collectives_test --gtest_filter='Procs*' >> "$OUT/peer.log" 2>&1; sum "$OUT/peer.log"
 echo "legacy IPC init lines: $(grep -c "legacy CUDA IPC handles, 2 slots" "$OUT/peer.log")"
+echo "legacy IPC windows left allocated at destroy (want 0): $(grep -c "destroy leaves this rank's peer window" "$OUT/peer.log")"
 echo "peer windows in use (init lines): $(grep -c "read the peers' device memory" "$OUT/peer.log"); staged instead: $(grep -c "staged through host memory" "$OUT/peer.log")"
 echo "registered windows mapped: $(grep -c "read the peers' buffers in place" "$OUT/peer.log"); not mapped: $(grep -c "registered but not mapped" "$OUT/peer.log")"
 grep -m2 "registered but not mapped" "$OUT/peer.log"
