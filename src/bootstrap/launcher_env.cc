@@ -218,13 +218,18 @@ SocketAddress rootAddress(const LauncherVars& l, bool underTorchElastic, int ran
   }
   if (&l == &kSlurm) return slurmRoot(rank);
   if (&l == &kOpenMpi || &l == &kHydra) return mpiLauncherRoot(l, nranks);
-  int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
+  const int64_t port = requiredInt(l, "MASTER_PORT", 1, 65535);
   if (underTorchElastic) {
-    // torchrun's own store listens on MASTER_PORT; the root takes the next.
-    if (port == 65535)
-      fail(coilInvalidUsage, l.style, ": MASTER_PORT=65535 leaves no port for coil's root "
-           "(it uses MASTER_PORT+1 under torchrun); set COIL_COMM_ID=host:port");
-    ++port;
+    // torchrun without its agent's store for the workers (torch 2.4's c10d
+    // rendezvous, --standalone too): MASTER_PORT is a free port torchrun
+    // found with bind(0), and a worker's torch may host its store there.
+    // Not MASTER_PORT+1: the kernel gives bind(0) odd ports and connect()
+    // even ones, so the port after MASTER_PORT is where torchrun's own
+    // store connections take their local ports ("Address already in use"
+    // in one launch of 12). A port from the run and MASTER_PORT instead,
+    // the same on every rank, in 20000-31999: below the kernel's ephemeral
+    // range (32768-60999 by default), which neither kind of port leaves.
+    return masterAddress(l, launcherJobPort(jobKey(l) + ":" + std::to_string(port)));
   }
   return masterAddress(l, port);
 }

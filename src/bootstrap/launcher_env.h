@@ -37,7 +37,8 @@ struct LaunchInfo {
 ///    (TORCHELASTIC_RUN_ID set) the agent's store listens on MASTER_PORT:
 ///    with TORCHELASTIC_USE_AGENT_STORE=True (torchrun's default) the id is
 ///    exchanged through that store (`store` is set); otherwise the root
-///    uses MASTER_PORT+1; job key TORCHELASTIC_RUN_ID.
+///    listens on MASTER_ADDR at launcherJobPort(TORCHELASTIC_RUN_ID and
+///    MASTER_PORT); job key TORCHELASTIC_RUN_ID.
 ///  - Open MPI (OMPI_COMM_WORLD_RANK or _SIZE set): OMPI_COMM_WORLD_RANK,
 ///    OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK (optional); job key
 ///    OMPI_MCA_ess_base_jobid, else PMIX_NAMESPACE (Open MPI 5).

@@ -304,7 +304,8 @@ void startRootAt(const UniqueIdData& id, int64_t timeoutMs) {
     // how to pick another.
     fail(coilSystemError, "cannot start the rendezvous root at the launch's fixed address: ",
          e.what(), " (the address is COIL_COMM_ID if set, else MASTER_ADDR:MASTER_PORT, or "
-         "MASTER_PORT+1 under torchrun without its agent store; under srun MASTER_ADDR and "
+         "a port from TORCHELASTIC_RUN_ID and MASTER_PORT in 20000-31999 under torchrun "
+         "without its agent store; under srun MASTER_ADDR and "
          "MASTER_PORT default to the step's first node and a port from SLURM_JOB_ID and "
          "SLURM_STEP_ID, under mpirun on one host to 127.0.0.1 and a port from Open MPI's job "
          "id; set COIL_COMM_ID=host:port or MASTER_PORT to a free port, or give torchrun "

@@ -5,8 +5,8 @@
 // coilCommInitFromEnv uses it the way ProcessGroupNCCL does: rank 0 makes a
 // unique id on a port the kernel picks and sets it under a key; the other
 // ranks wait for that key. No rank has to guess a free port next to the
-// store's (MASTER_PORT+1 was often in TIME-WAIT as the local port of one
-// of torchrun's own store connections).
+// store's (MASTER_PORT+1 was often the local port of one of torchrun's own
+// store connections: launcher_env.cc).
 //
 // The wire format, as torch 2.x speaks it (all integers little-endian, the
 // sizes 64-bit): a query is one type byte, then its arguments, a string or

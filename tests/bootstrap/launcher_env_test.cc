@@ -52,7 +52,11 @@ TEST(LauncherEnv, TorchrunStyleWithoutElasticUsesMasterPort) {
   expectSameId(info.id, uniqueIdForFixedRoot(SocketAddress::parse("127.0.0.1:29500"), ""));
 }
 
-TEST(LauncherEnv, UnderTorchElasticTheRootTakesMasterPortPlusOne) {
+// torchrun without the agent's store (torch 2.4's c10d rendezvous): the
+// root's port comes from the run and MASTER_PORT, below the kernel's
+// ephemeral ports (MASTER_PORT+1 was often a local port of torchrun's own
+// connections; torchrun_test.py shows it).
+TEST(LauncherEnv, UnderTorchElasticWithoutItsStoreTheRootPortComesFromTheRun) {
   test::EnvGuard env(launcherVars());
   env.set("RANK", "0");
   env.set("WORLD_SIZE", "2");
@@ -61,12 +65,21 @@ TEST(LauncherEnv, UnderTorchElasticTheRootTakesMasterPortPlusOne) {
   env.set("TORCHELASTIC_RUN_ID", "run-42");
   LaunchInfo info = readLauncherEnv();
   EXPECT_EQ(info.localRank, -1);
-  EXPECT_EQ(info.id.root.port(), 29501);
+  const int port = info.id.root.port();
+  EXPECT_EQ(port, launcherJobPort("run-42:29500"));
+  EXPECT_GE(port, 20000);
+  EXPECT_LT(port, 32000);
   expectSameId(info.id, uniqueIdForFixedRoot(info.id.root, "run-42"));
 
+  // Another run, or another MASTER_PORT (a concurrent launch), another port.
+  env.set("TORCHELASTIC_RUN_ID", "run-43");
+  EXPECT_NE(readLauncherEnv().id.root.port(), port);
+  env.set("TORCHELASTIC_RUN_ID", "run-42");
+  env.set("MASTER_PORT", "29501");
+  EXPECT_NE(readLauncherEnv().id.root.port(), port);
+  // Any MASTER_PORT will do, the last one too.
   env.set("MASTER_PORT", "65535");
-  std::string m = messageOf([] { readLauncherEnv(); }, coilInvalidUsage);
-  EXPECT_NE(m.find("MASTER_PORT"), std::string::npos) << m;
+  EXPECT_EQ(readLauncherEnv().id.root.port(), launcherJobPort("run-42:65535"));
 }
 
 // torchrun's default: the agent's store on MASTER_PORT carries the id.
@@ -89,12 +102,12 @@ TEST(LauncherEnv, UnderTorchrunWithTheAgentStoreTheIdGoesThroughTheStore) {
   info = readLauncherEnv();
   EXPECT_FALSE(info.store.has_value());
   EXPECT_EQ(info.id.root.port(), 6000);
-  // Without the agent's store, the root takes MASTER_PORT+1 as before.
+  // Without the agent's store, a root at a port from the run.
   unsetenv("COIL_COMM_ID");  // the guard restores it
   env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
   info = readLauncherEnv();
   EXPECT_FALSE(info.store.has_value());
-  EXPECT_EQ(info.id.root.port(), 29501);
+  EXPECT_EQ(info.id.root.port(), launcherJobPort("run-42:29500"));
 }
 
 TEST(LauncherEnv, OpenMpi) {

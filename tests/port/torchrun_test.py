@@ -3,8 +3,12 @@
 coilCommInitFromEnv under torchrun exchanges coil's unique id through the
 store torchrun's agent already runs on MASTER_PORT (rank 0 publishes it, the
 others wait for it). Before, rank 0 listened on MASTER_PORT+1, a port that
-was often still in TIME-WAIT as the local port of one of torchrun's own
-store connections: 13 of 25 launches failed with "Address already in use".
+was often the local port of one of torchrun's own store connections: 13
+of 25 launches failed with "Address already in use". Torch 2.4's torchrun
+(c10d rendezvous) has no agent store for its workers: there the root took
+MASTER_PORT+1 until later, and one launch in 12 failed the same way; it now
+takes a port from the run, below the kernel's ephemeral range
+(rank_zero_beside_a_busy_port shows why).
 
   torchrun_test.py README_EXAMPLE [COIL_PERF]
     COIL_TORCHRUN_LAUNCHES  launches of the example (default 12: the bug this
@@ -14,7 +18,9 @@ store connections: 13 of 25 launches failed with "Address already in use".
 Runs the README's C example (coilCommInitFromEnv, one all-reduce) that many
 times with `torchrun --standalone --nproc-per-node 2`; every launch must
 succeed, and both ranks print the right sum. Then coil_perf under torchrun, and a rank
-whose rank 0 never publishes (it must fail at its deadline). Exits 77 when torchrun is not installed beside this
+whose rank 0 never publishes (it must fail at its deadline), and a rank 0
+without the agent's store beside a busy MASTER_PORT+1. Exits 77 when
+torchrun is not installed beside this
 Python (tools/lib/torch-venv.sh makes that venv).
 """
 import os
@@ -65,6 +71,37 @@ def rank_one_alone(example):
     return 0 if ok else 1
 
 
+def rank_zero_beside_a_busy_port(example):
+    """Rank 0 of 1 as torchrun launches it without its agent's store (torch
+    2.4's c10d rendezvous, --standalone included), while the port after
+    MASTER_PORT is the local port of a live connection, as torchrun's own
+    store connections often leave it: the kernel gives bind(0) odd ports and
+    connect() even ones, so MASTER_PORT (a free port torchrun found with
+    bind(0)) + 1 is where connect() puts its next local port. coil's root
+    must not listen there: it failed with "Address already in use"."""
+    import socket
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.socket()
+    client.connect(server.getsockname())
+    accepted, _ = server.accept()
+    busy = client.getsockname()[1]
+    env = dict(os.environ, COIL_SOCKET_IFNAME="lo", COIL_TIMEOUT_MS="10000", RANK="0",
+               WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(busy - 1), TORCHELASTIC_RUN_ID="beside-a-busy-port",
+               TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_USE_AGENT_STORE="False")
+    r = subprocess.run([example], env=env, capture_output=True, text=True, timeout=60)
+    for s in (accepted, client, server):
+        s.close()
+    ok = r.returncode == 0
+    print(f"rank 0 while port MASTER_PORT+1 ({busy}) is a connection's: exit {r.returncode}: "
+          f"{'ok' if ok else 'FAILED'}")
+    if not ok:
+        print((r.stdout + r.stderr)[-2000:])
+    return 0 if ok else 1
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: torchrun_test.py README_EXAMPLE [COIL_PERF]")
@@ -96,6 +133,7 @@ def main():
             failures += 1
 
     failures += rank_one_alone(example)
+    failures += rank_zero_beside_a_busy_port(example)
     print("PASS" if failures == 0 else f"FAIL: {failures} failure(s)")
     sys.exit(0 if failures == 0 else 1)
 
