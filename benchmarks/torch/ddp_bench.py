@@ -64,6 +64,16 @@ def make_model(torch, width):
     return torch.nn.Sequential(*layers)
 
 
+# Every tensor handed to the gloo group, kept until the process exits. In
+# torch 2.6 (and older) a gloo group's destructor joins its worker threads
+# with the GIL held, and a worker that drops a finished call's last
+# reference to a tensor Python let go of must take the GIL to free it: the
+# process hung at exit in 9 of 15 runs (py-spy: ~ProcessGroupGloo in
+# thread::join, the worker in gil_scoped_acquire under ~AsyncWork). Kept
+# here, Python frees them at exit, after the groups.
+_KEPT_FOR_GLOO = []
+
+
 def bench(rank, world, args):
     import torch
     import torch.distributed as dist
@@ -123,6 +133,7 @@ def bench(rank, world, args):
         fn()
         t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)  # the slowest rank's time
+        _KEPT_FOR_GLOO.append(t)
         return t.item()
 
     def all_reduce_buckets(grp):
@@ -143,6 +154,7 @@ def bench(rank, world, args):
                 if name == "nocomm" and buckets is None and i >= args.warmup:
                     # DDP lays the buckets out anew after its first step: take them later.
                     buckets = [torch.ones(bucket_elems[k]) for k in sorted(bucket_elems)]
+                    _KEPT_FOR_GLOO.extend(buckets)
             if i >= args.warmup and buckets is not None:
                 for name, grp in groups.items():
                     alone_times[name].append(time_one(lambda: all_reduce_buckets(grp)))
@@ -154,6 +166,7 @@ def bench(rank, world, args):
     lat = {name: {} for name in groups}
     for nbytes in (parse_size(s) for s in args.sizes.split(",")):
         buf = torch.ones(max(1, nbytes // 4))
+        _KEPT_FOR_GLOO.append(buf)
         for name, grp in groups.items():
             for _ in range(2):
                 dist.all_reduce(buf, group=grp)
@@ -163,6 +176,7 @@ def bench(rank, world, args):
                 dist.all_reduce(buf, group=grp)
             t = torch.tensor([(time.perf_counter() - t0) / args.iters], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+            _KEPT_FOR_GLOO.append(t)
             sec = t.item()
             lat[name][nbytes] = sec
             busbw[name][nbytes] = buf.numel() * 4 / sec * 2 * (world - 1) / world / 1e9
