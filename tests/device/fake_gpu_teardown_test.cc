@@ -16,9 +16,13 @@
 // them in turn) must not make destroy wait; the last keeps its windows
 // until exit instead.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -101,6 +105,13 @@ TEST_F(LegacyPeerWindows, APeerSlowToCloseHoldsTheOthersWindowsUp) {
 // A peer that died closed everything with its process: destroy neither
 // waits for it for long nor fails.
 TEST_F(LegacyPeerWindows, ADeadPeerDoesNotHoldDestroyUp) {
+  // Ranks 0 and 1 count themselves out of the all-reduce here (memory the
+  // forked ranks share, outside coil) before rank 2 dies: dying while a
+  // peer is still in the call's last barrier fails that call instead.
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  auto* checked = new (shared) std::atomic<int>(0);
   runRanksRaw({kRanks, Launch::Processes, "shm"}, [&](const coilUniqueId& id, int rank) {
     coilComm_t comm = initWithTimeout(id, kRanks, rank, 30000);
     ASSERT_NE(comm, nullptr);
@@ -109,12 +120,18 @@ TEST_F(LegacyPeerWindows, ADeadPeerDoesNotHoldDestroyUp) {
       DeviceBuffer send(1031 * 4), recv(1031 * 4);
       allReduceChecked(comm, rank, kRanks, send.get(), recv.get());
     }
-    if (rank == 2) _exit(0);  // gone, without a word to the others
+    if (rank == 2) {
+      const auto since = Clock::now();
+      while (checked->load() < kRanks - 1 && secondsSince(since) < 20.0) usleep(100);
+      _exit(0);  // gone, without a word to the others
+    }
+    checked->fetch_add(1);
     const auto start = Clock::now();
     EXPECT_EQ(coilCommDestroy(comm), coilSuccess) << coilGetLastError(nullptr);
     EXPECT_LT(secondsSince(start), 10.0);
     EXPECT_EQ(device::fake::freesWhileOpenedElsewhere(), 0) << "rank " << rank;
   });
+  munmap(shared, sizeof(std::atomic<int>));
 }
 
 // Init, when one rank cannot open its peers' windows: the others opened
