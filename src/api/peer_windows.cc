@@ -12,7 +12,6 @@
 
 #include "algorithms/device_window_p2p.h"
 #include "api/handle.h"
-#include "api/shared_teardown.h"
 #include "comm/host_identity.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -199,11 +198,7 @@ std::string shareByIpcHandles(coilComm* comm, const Settings& settings, PeerWind
   std::vector<IpcRecord> all(static_cast<size_t>(c.nranks()));
   all[static_cast<size_t>(rank)] = mine;
   c.allGatherAtSetup(all.data(), sizeof(IpcRecord));
-  std::vector<ProcessOfRank> processes;
-  for (const IpcRecord& r : all) processes.emplace_back(r.hostHash, r.pid);
-  const ProcessSpread spread = spreadOf(processes);
-  pw->openedElsewhere = spread.severalProcesses;
-  pw->threadsAmongProcesses = spread.threadsAmongProcesses;
+  pw->openedElsewhere = c.processSpread().severalProcesses;
   for (int peer = 0; peer < c.nranks() && why.empty(); ++peer) {
     if (peer == rank) continue;
     const IpcRecord& r = all[static_cast<size_t>(peer)];

@@ -54,7 +54,6 @@ struct PeerWindows {
   // rank's window, which must outlive its mapping there (shared_teardown.h).
   // The same on every rank. (cuMem's mappings hold the memory themselves.)
   bool openedElsewhere = false;
-  bool threadsAmongProcesses = false;  // shared_teardown.h: destroy cannot wait then
   std::atomic<uint64_t> callsRun{0};            // collectives enqueued on the windows (for tests)
   std::atomic<uint64_t> p2pRun{0};              // batches of sends and receives (for tests)
   PeerWindows() = default;

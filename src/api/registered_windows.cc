@@ -12,7 +12,6 @@
 
 #include "api/device_calls.h"
 #include "api/guard.h"
-#include "api/shared_teardown.h"
 #include "comm/host_identity.h"
 #include "core/log.h"
 #include "device/device_reduce.h"
@@ -174,9 +173,6 @@ void registerWindow(coilComm* comm, void* buff, size_t size, int flags, coilWind
   if (!comm->windows) comm->windows = std::make_unique<RegisteredWindows>();
   RegisteredWindows& rw = *comm->windows;
   rw.minBytes = all[0].minBytes;
-  std::vector<ProcessOfRank> processes;
-  for (const WindowRecord& r : all) processes.emplace_back(r.hostHash, r.pid);
-  rw.threadsAmongProcesses = spreadOf(processes).threadsAmongProcesses;
   auto w = std::make_unique<coilWindow>();
   w->id = rw.nextId++;
   w->base = static_cast<uint8_t*>(buff);

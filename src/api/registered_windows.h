@@ -71,7 +71,6 @@ struct RegisteredWindows {
   uint32_t nextId = 1;
   size_t minBytes = 0;  // rank 0's COIL_PEER_MIN_BYTES, at the latest registration
   std::atomic<uint64_t> callsRun{0};  // calls enqueued on windows (for tests)
-  bool threadsAmongProcesses = false;  // shared_teardown.h: destroy cannot wait then
 };
 
 /// coilCommWindowRegister / coilCommWindowDeregister (collective). A rank

@@ -1,7 +1,6 @@
 #include "api/shared_teardown.h"
 
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -44,11 +43,6 @@ std::string everyRankClosed(coilComm* comm, bool threadsAmongProcesses) {
 
 }  // namespace
 
-ProcessSpread spreadOf(const std::vector<ProcessOfRank>& byRank) {
-  const std::set<ProcessOfRank> processes(byRank.begin(), byRank.end());
-  return {processes.size() > 1, processes.size() > 1 && processes.size() < byRank.size()};
-}
-
 void releaseSharedDeviceMemory(coilComm* comm) noexcept {
   PeerWindows* pw = comm->peerWindows.get();
   // Both the same on every rank (a process that opens a peer's memory has
@@ -58,8 +52,7 @@ void releaseSharedDeviceMemory(coilComm* comm) noexcept {
   bool buffersOpenedElsewhere = false;
   if (comm->windows)
     for (const auto& w : comm->windows->live) buffersOpenedElsewhere |= !w->opened.empty();
-  const bool mixed = (pw != nullptr && pw->threadsAmongProcesses) ||
-                     (comm->windows && comm->windows->threadsAmongProcesses);
+  const bool mixed = comm->impl && comm->impl->processSpread().threadsAmongProcesses;
 
   if (pw != nullptr) pw->closePeers();
   comm->windows.reset();  // closes what they opened; the buffers are the application's

@@ -27,24 +27,9 @@
 // warning.
 #pragma once
 
-#include <cstdint>
-#include <utility>
-#include <vector>
-
 struct coilComm;
 
 namespace coil::api {
-
-/// A rank's process, as the records exchanged at setup name it: host hash
-/// and pid.
-using ProcessOfRank = std::pair<uint64_t, int64_t>;
-
-/// How a communicator's ranks spread over processes; the same on every rank.
-struct ProcessSpread {
-  bool severalProcesses = false;       // legacy IPC: each process opens the others' memory
-  bool threadsAmongProcesses = false;  // and one holds several ranks: destroy cannot wait
-};
-ProcessSpread spreadOf(const std::vector<ProcessOfRank>& byRank);
 
 /// Releases comm->peerWindows and comm->windows (and the mappings of the
 /// peers' memory they hold); at destroy and abort, before the

@@ -293,6 +293,7 @@ void Communicator::connectPeers(const Deadline& deadline, SharedLinks share) {
   const GpuShare gpu = gpuShare(gpus, rank_);
   sharesGpuInProcess_ = gpu.withThreads;
   allOnOneHostWithGpus_ = coil::allOnOneHostWithGpus(gpus);
+  processSpread_ = coil::processSpread(gpus);
   if (gpu.processes > 1 && gpu.lowestRank) warnGpuSharedByProcesses(rank_, gpu.processes);
 
   // Which ranks share a host, as dense indexes by first appearance: the

@@ -31,6 +31,7 @@
 #include "bootstrap/bootstrap.h"
 #include "comm/link_set.h"
 #include "comm/flight_recorder.h"
+#include "comm/gpu_share.h"
 #include "tune/spin_advisor.h"
 #include "tune/tuner.h"
 #include "core/deadline.h"
@@ -111,6 +112,8 @@ class Communicator {
   /// True when every rank has a GPU and all are on this host (the same on
   /// every rank): device memory can then be mapped between them.
   bool allOnOneHostWithGpus() const { return allOnOneHostWithGpus_; }
+  /// How the ranks spread over processes (gpu_share.h); the same on every rank.
+  ProcessSpread processSpread() const { return processSpread_; }
   /// The transport of this rank's link to `peer` and why it was chosen
   /// ({"tcp", "not shm: another host"}); {"self", ""} for this rank.
   std::pair<std::string, std::string> linkReport(int peer) const;
@@ -261,6 +264,7 @@ class Communicator {
   std::vector<int> hostOfRank_;                // by rank: its host, dense (0 = rank 0's)
   bool sharesGpuInProcess_ = false;
   bool allOnOneHostWithGpus_ = false;
+  ProcessSpread processSpread_;
   std::vector<std::string> linkReason_;        // by rank: why its link's transport (linkReport)
   struct Registration {
     void* buffer;

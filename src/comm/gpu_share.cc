@@ -1,6 +1,8 @@
 #include "comm/gpu_share.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 namespace coil {
 
@@ -18,6 +20,12 @@ GpuShare gpuShare(const std::vector<RankGpu>& all, int rank) {
   }
   share.processes = static_cast<int>(pids.size());
   return share;
+}
+
+ProcessSpread processSpread(const std::vector<RankGpu>& all) {
+  std::set<std::pair<uint64_t, int32_t>> processes;
+  for (const RankGpu& r : all) processes.emplace(r.hostHash, r.pid);
+  return {processes.size() > 1, processes.size() > 1 && processes.size() < all.size()};
 }
 
 bool allOnOneHostWithGpus(const std::vector<RankGpu>& all) {

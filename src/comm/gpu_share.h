@@ -39,6 +39,15 @@ struct GpuShare {
 /// rank). A rank without a GPU shares nothing.
 GpuShare gpuShare(const std::vector<RankGpu>& all, int rank);
 
+/// How the ranks spread over processes; the same on every rank.
+struct ProcessSpread {
+  bool severalProcesses = false;  // legacy CUDA IPC: each process opens the others' memory
+  // ... and one process holds several ranks, so one thread may destroy
+  // them in turn (api/shared_teardown.h: destroy cannot wait then).
+  bool threadsAmongProcesses = false;
+};
+ProcessSpread processSpread(const std::vector<RankGpu>& all);
+
 /// True when every rank has a GPU and all run on one host: then their
 /// device memory can be mapped across processes (CUDA IPC), and device
 /// all-reduces can read it there (api/peer_windows.h). The same answer on

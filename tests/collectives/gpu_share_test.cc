@@ -78,5 +78,21 @@ TEST(GpuShare, PeerWindowsNeedEveryRankOnOneHostWithAGpu) {
   EXPECT_FALSE(allOnOneHostWithGpus({on(1, 100, gpu(0)), on(2, 100, gpu(0))}));
 }
 
+// How the ranks spread over processes (a process is a host and a pid, GPU
+// or not): what destroy under legacy IPC waits for (api/shared_teardown.h).
+TEST(GpuShare, ProcessSpreadTellsSeveralProcessesAndThreadsAmongThem) {
+  const auto spread = [](const std::vector<RankGpu>& all) {
+    const ProcessSpread s = processSpread(all);
+    return std::pair(s.severalProcesses, s.threadsAmongProcesses);
+  };
+  EXPECT_EQ(spread({on(1, 100, gpu(0))}), std::pair(false, false));
+  EXPECT_EQ(spread({on(1, 100, gpu(0)), on(1, 100, gpu(1))}), std::pair(false, false));
+  EXPECT_EQ(spread({on(1, 100, gpu(0)), on(1, 101, gpu(0))}), std::pair(true, false));
+  // The same pid on two hosts is two processes.
+  EXPECT_EQ(spread({on(1, 100, gpu(0)), on(2, 100, gpu(0))}), std::pair(true, false));
+  EXPECT_EQ(spread({on(1, 100, gpu(0)), on(1, 100, gpu(1)), on(1, 101, std::nullopt)}),
+            std::pair(true, true));
+}
+
 }  // namespace
 }  // namespace coil
