@@ -27,6 +27,27 @@ def make(torch, dtype, shape, rank, seed, lo, hi):
     return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
 
 
+# Every argument of a call on the gloo group, kept referenced until the rank
+# exits. In torch 2.6 and older a gloo group's destructor joins its worker
+# with the GIL held, and a worker dropping a finished call's last reference
+# to a tensor Python let go of must take the GIL to free it: a rank of
+# world 4 hung there once in CI's oldest-torch leg (gdb: ~ProcessGroupGloo
+# in a mutex, the worker in gil_scoped_acquire under ~AsyncAllreduceWork).
+_KEPT_FOR_GLOO = []
+
+
+def keep_what_gloo_is_given(dist, gloo):
+    for name in ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+                 "gather", "scatter", "reduce_scatter_tensor", "all_to_all_single"):
+        call = getattr(dist, name)
+
+        def keeping(*args, _call=call, **kwargs):
+            if kwargs.get("group") is gloo:
+                _KEPT_FOR_GLOO.append((args, kwargs))
+            return _call(*args, **kwargs)
+        setattr(dist, name, keeping)
+
+
 def worker(rank, world, port):
     init_env(rank, world, port)
     import torch
@@ -36,6 +57,7 @@ def worker(rank, world, port):
 
     dist.init_process_group("coil", timeout=datetime.timedelta(seconds=60))
     gloo = dist.new_group(backend="gloo")
+    keep_what_gloo_is_given(dist, gloo)
     R = dist.ReduceOp
     failures = []
     checks = [0]
